@@ -1,0 +1,245 @@
+// Slow paths of the front end: thread-cache creation and teardown, large objects, aligned
+// allocation, realloc/calloc, pointer validation and the heap totals.
+#include "allocation.h"
+
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace tcm {
+
+constinit ThreadCache g_empty_cache;
+__thread ThreadCache* tls_cache TCM_INITIAL_EXEC = &g_empty_cache;
+// Set once the thread-exit hook ran: later allocations of this thread bypass the cache
+// (a new cache would never be returned).
+static __thread bool tls_exiting TCM_INITIAL_EXEC = false;
+
+static pthread_key_t g_exit_key;
+
+static void OnThreadExit(void* arg) {
+  auto* tc = static_cast<ThreadCache*>(arg);
+  tls_exiting = true;
+  tls_cache = &g_empty_cache;
+  g_caches.Destroy(tc);
+}
+
+void InitThreadExitHook() {
+  if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
+}
+
+// Returns the calling thread's real cache, creating it; nullptr while the thread exits
+// or when metadata memory ran out (callers then go straight to the central lists).
+static ThreadCache* GetOrCreateCache() {
+  ThreadCache* tc = tls_cache;
+  if (TCM_LIKELY(tc != &g_empty_cache)) return tc;
+  EnsureInitialized();
+  if (tls_exiting) return nullptr;
+  tc = g_caches.Create(&g_arena, g_central);
+  if (tc == nullptr) return nullptr;
+  tls_cache = tc;  // before setspecific, which may itself call malloc
+  pthread_setspecific(g_exit_key, tc);
+  return tc;
+}
+
+[[noreturn]] static void InvalidPointer(const char* who, const void* p) {
+  Crash("%s: invalid pointer %p", who, p);
+}
+
+// ---- large objects: whole page runs ----
+
+static Span* AllocateLargeSpan(size_t size, size_t align_pages) {
+  if (size > kMaxAllocation) return nullptr;
+  EnsureInitialized();
+  Length n = Length::FromBytesRoundUp(size == 0 ? 1 : size);
+  SpinLockHolder h(g_pageheap.lock());
+  return align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
+}
+
+static void* AllocateLarge(size_t size, size_t align_pages) {
+  Span* span = AllocateLargeSpan(size, align_pages);
+  if (span == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return span->start_ptr();
+}
+
+// Small object of class cl without a thread cache (thread exit, no metadata memory).
+static void* AllocateFromCentral(size_t cl) {
+  void* start;
+  void* end;
+  if (g_central[cl].RemoveRange(&start, &end, 1) == 0) return nullptr;
+  return start;
+}
+
+void* AllocateSlow(size_t size) {
+  if (size > kMaxSize) return AllocateLarge(size, 1);
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result;
+  ThreadCache* tc = GetOrCreateCache();
+  if (tc == nullptr) {
+    result = AllocateFromCentral(cl);
+  } else if (tc->lists_[cl].head != nullptr) {
+    // A cache was just created by this call, or refilled by a re-entrant call.
+    return Allocate(size);
+  } else {
+    result = tc->FetchFromCentral(cl);
+  }
+  if (result == nullptr) errno = ENOMEM;
+  return result;
+}
+
+// Frees a page-run object. Validates p against its span under the page heap lock.
+static void DeallocateLarge(void* p) {
+  const PageId page = PageId::FromPtr(p);
+  if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) != 0) InvalidPointer("free()", p);
+  Span* span = g_pagemap.GetSpan(page);
+  if (span == nullptr) InvalidPointer("free()", p);
+  SpinLockHolder h(g_pageheap.lock());
+  if (span->start != page || span->sizeclass != 0) InvalidPointer("free()", p);
+  if (span->location != Span::kInUse) Crash("free(): invalid pointer %p (double free)", p);
+  g_pageheap.Delete(span);
+}
+
+void DeallocateSlow(void* p) {
+  if (p == nullptr) return;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (addr >> kAddressBits) InvalidPointer("free()", p);
+  const size_t cl = g_pagemap.ClassOf(addr);
+  if (cl == 0) return DeallocateLarge(p);
+  ThreadCache* tc = tls_cache;
+  if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
+  tc = GetOrCreateCache();
+  if (tc == nullptr) {
+    *static_cast<void**>(p) = nullptr;
+    g_central[cl].InsertRange(p, 1);
+    return;
+  }
+  tc->PushSlow(p, cl);
+}
+
+// ---- the rest of the API ----
+
+void* AllocateAligned(size_t align, size_t size) {
+  if (align <= 16) {
+    // Every class >= 16 B is a multiple of 16; only the 8-byte class needs bumping.
+    if (align == 16 && size < 16) size = 16;
+    return Allocate(size);
+  }
+  if (size <= kMaxSize && align < kPageSize) {
+    // A class whose size is a multiple of align: its objects sit at multiples of their size
+    // from a page-aligned span start, hence aligned.
+    size_t want = size < align ? align : size;
+    for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl) {
+      if (SizeMap::ClassSize(cl) % align == 0) return Allocate(SizeMap::ClassSize(cl));
+    }
+  }
+  if (size > kMaxAllocation || align > kMaxAllocation) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  size_t align_pages = align <= kPageSize ? 1 : align >> kPageShift;
+  return AllocateLarge(size, align_pages);
+}
+
+size_t UsableSize(const void* p, const char* who) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (addr >> kAddressBits) InvalidPointer(who, p);
+  const size_t cl = g_pagemap.ClassOf(addr);
+  if (cl != 0) return SizeMap::ClassSize(cl);
+  const PageId page = PageId::FromAddr(addr);
+  Span* span = g_pagemap.GetSpan(page);
+  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
+      span->location != Span::kInUse || span->sizeclass != 0)
+    InvalidPointer(who, p);
+  return span->length.bytes();
+}
+
+void* Reallocate(void* p, size_t size) {
+  if (p == nullptr) return Allocate(size);
+  if (size == 0) {
+    // glibc's behaviour: free and return NULL.
+    Deallocate(p);
+    return nullptr;
+  }
+  const size_t old = UsableSize(p, "realloc()");
+  // Stay in place when the block fits and would not waste more than half of it.
+  if (size <= old && size >= old / 2) return p;
+  void* fresh = nullptr;
+  if (size > old && size < old + old / 4) {
+    // Growing by small steps (a realloc loop): leave headroom so the next steps fit.
+    fresh = Allocate(old + old / 4);
+  }
+  if (fresh == nullptr) fresh = Allocate(size);
+  if (fresh == nullptr) return nullptr;  // errno set; the old block is untouched
+  memcpy(fresh, p, size < old ? size : old);
+  Deallocate(p);
+  return fresh;
+}
+
+void* AllocateZeroed(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (total <= kMaxSize) {
+    void* p = Allocate(total);
+    if (p != nullptr) memset(p, 0, total);
+    return p;
+  }
+  Span* span = AllocateLargeSpan(total, 1);
+  if (span == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // Pages fresh from the OS (or released and not touched since) already read as zero:
+  // skipping the memset keeps big callocs from faulting in memory nobody uses.
+  if (!span->fresh) memset(span->start_ptr(), 0, total);
+  return span->start_ptr();
+}
+
+size_t GoodSize(size_t size, size_t align) {
+  if (align <= 16 && size <= kMaxSize) {
+    if (align == 16 && size < 16) size = 16;
+    return SizeMap::ClassSize(SizeMap::ClassIndex(size));
+  }
+  if (size <= kMaxSize && align < kPageSize) {
+    size_t want = size < align ? align : size;
+    for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl)
+      if (SizeMap::ClassSize(cl) % align == 0) return SizeMap::ClassSize(cl);
+  }
+  if (size > kMaxAllocation) return 0;
+  return Length::FromBytesRoundUp(size == 0 ? 1 : size).bytes();
+}
+
+HeapTotals ComputeTotals() {
+  HeapTotals t{};
+  {
+    SpinLockHolder h(g_pageheap.lock());
+    const PageHeapStats& s = g_pageheap.stats();
+    t.system_bytes = s.system_bytes;
+    t.pageheap_free_bytes = s.free_bytes;
+    t.unmapped_bytes = s.unmapped_bytes;
+    t.in_use_spans = s.in_use_spans;
+  }
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    t.central_free_bytes += g_central[cl].free_objects() * SizeMap::ClassSize(cl);
+  t.thread_cache_bytes = g_caches.TotalCachedBytes();
+  t.thread_caches = g_caches.count();
+  t.metadata_bytes = g_arena.bytes_reserved();
+  size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes + t.thread_cache_bytes;
+  t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
+  return t;
+}
+
+size_t ReleaseFreeMemory() {
+  EnsureInitialized();
+  SpinLockHolder h(g_pageheap.lock());
+  return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
+}
+
+}  // namespace tcm

@@ -1,0 +1,64 @@
+// CentralFreeList: the shared free objects of one size class, kept as a set of spans each
+// with its own list of free objects (the design's two-level structure).
+//
+// Thread caches move objects in and out in batches (chains linked through each object's
+// first word). A span whose objects are all free again goes back to the page heap.
+//
+// Locking: lock_ guards everything here. It is never held while taking the page heap lock
+// (that order would serialise all classes behind one lock): Populate and span release drop
+// lock_ first. Lock order when both are needed: central lock, then page heap lock, never
+// the reverse.
+#ifndef TCMALLOC_CENTRAL_FREELIST_H_
+#define TCMALLOC_CENTRAL_FREELIST_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/spinlock.h"
+#include "page_heap.h"
+#include "span.h"
+
+namespace tcm {
+
+class CentralFreeList {
+ public:
+  constexpr CentralFreeList() = default;
+
+  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap);
+
+  // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
+  // garbage). Returns how many were taken; 0 only when out of memory.
+  int RemoveRange(void** start, void** end, int n);
+
+  // Gives back a chain of n objects (n >= 1) starting at start. Crashes on a double free
+  // it can see (an object whose span has no objects out).
+  void InsertRange(void* start, int n);
+
+  // Free objects held here (racy read for stats).
+  size_t free_objects() const { return __atomic_load_n(&free_objects_, __ATOMIC_RELAXED); }
+  size_t num_spans() const { return __atomic_load_n(&num_spans_, __ATOMIC_RELAXED); }
+
+  SpinLock* lock() { return &lock_; }
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+  // Invariant walk for tests and debug builds. REQUIRES lock() not held.
+  void Verify();
+
+ private:
+  bool Populate();  // REQUIRES lock_ held; drops and re-takes it
+
+  SpinLock lock_;
+  uint8_t cl_ = 0;
+  uint32_t size_ = 0;
+  uint32_t objects_per_span_ = 0;
+  PageHeap* heap_ = nullptr;
+  PageMap* pagemap_ = nullptr;
+  SpanList nonempty_;  // spans with at least one free object
+  SpanList empty_;     // spans with every object handed out
+  size_t free_objects_ = 0;
+  size_t num_spans_ = 0;
+};
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_CENTRAL_FREELIST_H_

@@ -1,0 +1,35 @@
+// Composition root: every allocator singleton, constinit so it is usable before main and
+// after exit, plus the one-time initialisation the slow paths run on first use.
+// Core components never include this header; they are handed their neighbours.
+#ifndef TCMALLOC_GLOBALS_H_
+#define TCMALLOC_GLOBALS_H_
+
+#include "arena.h"
+#include "central_freelist.h"
+#include "page_heap.h"
+#include "pagemap.h"
+#include "size_classes.h"
+#include "system_alloc.h"
+#include "thread_cache.h"
+
+namespace tcm {
+
+extern constinit SystemAllocator g_system;
+extern constinit Arena g_arena;
+extern constinit PageMap g_pagemap;
+extern constinit PageHeap g_pageheap;
+extern constinit CentralFreeList g_central[kNumClasses];
+extern constinit ThreadCacheRegistry g_caches;
+
+// Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
+// Cheap after the first call; safe to call from any slow path.
+void EnsureInitialized();
+
+// Takes every allocator lock in lock order (around fork) and releases them again.
+void LockAll();
+void UnlockAll();
+void ResetLocksInChild();
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_GLOBALS_H_

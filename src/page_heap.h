@@ -1,0 +1,109 @@
+// PageHeap: hands out runs of pages (spans) and takes them back, coalescing free neighbours.
+//
+// Free runs of 1..kMaxPages-1 pages sit on exact-length lists; longer runs live in a
+// best-fit tree. Each length has two kinds: kNormal (backed by memory) and kReturned
+// (released to the OS with madvise; reused memory faults back in as zeros). A request for
+// n pages takes the smallest run that fits, normal before returned at equal length, and
+// gives the remainder back. Memory comes from the SystemAllocator in >= kMinSystemAlloc
+// chunks and is never unmapped, so pagemap entries never dangle.
+//
+// Pagemap invariants (what free() and coalescing rely on):
+//   - the first and last page of every span map to it;
+//   - every page of a small-object span maps to it and carries its size class;
+//   - every page not in a small-object span has class 0.
+//
+// Locking: every member function REQUIRES lock() held, except the lock-free pagemap reads.
+#ifndef TCMALLOC_PAGE_HEAP_H_
+#define TCMALLOC_PAGE_HEAP_H_
+
+#include <cstdint>
+
+#include "arena.h"
+#include "base/spinlock.h"
+#include "pagemap.h"
+#include "span.h"
+#include "span_tree.h"
+#include "system_alloc.h"
+
+namespace tcm {
+
+struct PageHeapStats {
+  size_t system_bytes = 0;    // obtained from the system allocator, ever
+  size_t free_bytes = 0;      // in kNormal free runs
+  size_t unmapped_bytes = 0;  // in kReturned free runs
+  size_t in_use_spans = 0;    // spans handed out (large objects and small-object spans)
+  size_t released_bytes_total = 0;
+  uint64_t release_calls = 0;
+};
+
+class PageHeap {
+ public:
+  constexpr PageHeap(PageMap* pagemap, SystemAllocator* system, Arena* arena)
+      : pagemap_(pagemap), system_(system), arena_(arena) {}
+
+  SpinLock* lock() { return &lock_; }
+
+  // A span of exactly n pages, in use, sizeclass 0; nullptr when out of memory.
+  Span* New(Length n);
+  // Like New, with the start page a multiple of `align` pages (a power of two).
+  Span* NewAligned(Length n, Length align);
+  // Returns an in-use span (large or small-object) to the free runs.
+  void Delete(Span* span);
+  // Turns an in-use span into a small-object span of class cl: every page gets mapped.
+  void RegisterSizeClass(Span* span, uint8_t cl);
+
+  // Releases free kNormal runs to the OS until at least n pages were released or none are
+  // left; returns the pages released. Largest runs go first (fewest syscalls per page).
+  Length ReleaseAtLeastNPages(Length n);
+
+  const PageHeapStats& stats() const { return stats_; }
+  // Free runs by length: f(Length len, bool returned) for each free span.
+  template <typename F>
+  void ForEachFreeSpan(F f) {
+    for (size_t i = 1; i < kMaxPages; ++i) {
+      for (Span* s = normal_[i].first(); s != nullptr; s = normal_[i].NextOf(s)) f(s);
+      for (Span* s = returned_[i].first(); s != nullptr; s = returned_[i].NextOf(s)) f(s);
+    }
+    large_normal_.ForEach(f);
+    large_returned_.ForEach(f);
+  }
+
+  // Checks every invariant above; crashes with a message on the first violation.
+  void Verify();
+
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+ private:
+  Span* NewSpan(PageId start, Length len);
+  void DeleteSpan(Span* s) { span_alloc_.Delete(s); }
+  Span* AllocLarge(Length n);
+  Span* SearchFreeAndLarge(Length n);
+  bool GrowHeap(Length n);
+  // Removes `span` from its free structure and returns an in-use span of n pages starting
+  // at span->start; the remainder goes back as a free run of the same kind.
+  Span* Carve(Span* span, Length n);
+  void RecordSpan(Span* s) {
+    pagemap_->Set(s->start, s);
+    if (s->length.n > 1) pagemap_->Set(s->last(), s);
+  }
+  void InsertFree(Span* s);
+  void RemoveFree(Span* s);
+  // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
+  void MergeIntoFreeList(Span* s);
+  Span* FreeNeighbor(PageId p, Span::Location kind);
+
+  SpinLock lock_;
+  PageMap* pagemap_;
+  SystemAllocator* system_;
+  Arena* arena_;
+  MetadataFreeList<Span> span_alloc_;
+  SpanList normal_[kMaxPages];
+  SpanList returned_[kMaxPages];
+  SpanTree large_normal_;
+  SpanTree large_returned_;
+  PageHeapStats stats_;
+};
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_PAGE_HEAP_H_

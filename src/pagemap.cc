@@ -1,0 +1,44 @@
+#include "pagemap.h"
+
+#include "base/log.h"
+
+namespace tcm {
+
+constinit PageMap::Leaf PageMap::empty_leaf_{};
+constinit PageMap::EmptyMid PageMap::empty_mid_{};
+
+bool PageMap::Ensure(PageId start, Length n) {
+  if (n.n == 0) return true;
+  uintptr_t last = start.index + n.n - 1;
+  if ((last >> kPageBits) != 0 || last < start.index) return false;
+  for (uintptr_t p = start.index; p <= last;) {
+    size_t r = p >> (kLeafBits + kMidBits);
+    size_t m = (p >> kLeafBits) & (kMidLength - 1);
+    if (root_[r] == &empty_mid_) {
+      auto* mid = static_cast<Mid*>(alloc_(sizeof(Mid)));
+      if (mid == nullptr) return false;
+      for (auto& l : mid->leaves) l = &empty_leaf_;
+      node_bytes_ += sizeof(Mid);
+      // Publish only a fully initialised node: lock-free readers may load it right away.
+      __atomic_store_n(&root_[r], mid, __ATOMIC_RELEASE);
+    }
+    Mid* mid = root_[r];
+    if (mid->leaves[m] == &empty_leaf_) {
+      auto* leaf = static_cast<Leaf*>(alloc_(sizeof(Leaf)));
+      if (leaf == nullptr) return false;
+      node_bytes_ += sizeof(Leaf);
+      __atomic_store_n(&mid->leaves[m], leaf, __ATOMIC_RELEASE);
+    }
+    // Next leaf boundary.
+    p = ((p >> kLeafBits) + 1) << kLeafBits;
+  }
+  return true;
+}
+
+PageMap::Leaf* PageMap::MutableLeaf(PageId p) {
+  Leaf* leaf = root_[p.index >> (kLeafBits + kMidBits)]->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
+  TCM_CHECK(leaf != &empty_leaf_);
+  return leaf;
+}
+
+}  // namespace tcm

@@ -1,0 +1,127 @@
+// Syscall wrappers. Uses raw syscalls where glibc's wrapper could allocate or take locks.
+#include "platform/os.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace tcm::os {
+
+void* MapAnonymous(size_t bytes) {
+  int saved = errno;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  errno = saved;  // a failed mmap must not leak EINVAL etc. into the caller's errno
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void Unmap(void* p, size_t bytes) {
+  int saved = errno;
+  munmap(p, bytes);
+  errno = saved;
+}
+
+bool ReleasePages(void* p, size_t bytes) {
+  int saved = errno;
+  int rc;
+  do {
+    rc = madvise(p, bytes, MADV_DONTNEED);
+  } while (rc != 0 && errno == EAGAIN);
+  errno = saved;
+  return rc == 0;
+}
+
+void* Sbrk(intptr_t increment) {
+  int saved = errno;
+  void* p = sbrk(increment);
+  errno = saved;
+  return p == reinterpret_cast<void*>(-1) ? nullptr : p;
+}
+
+void WriteStderr(const char* buf, size_t len) {
+  int saved = errno;
+  while (len > 0) {
+    ssize_t n = syscall(SYS_write, 2, buf, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  errno = saved;
+}
+
+void Abort() {
+  // abort() may run atexit-ish machinery in odd states; raise SIGABRT directly first.
+  syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), SIGABRT);
+  abort();
+}
+
+void FutexWait(std::atomic<int>* word, int expected) {
+  int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+  errno = saved;
+}
+
+void FutexWake(std::atomic<int>* word, int count) {
+  int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+  errno = saved;
+}
+
+void Yield() { sched_yield(); }
+
+int GetPid() { return static_cast<int>(syscall(SYS_getpid)); }
+
+bool GetEnv(const char* name, char* buf, size_t len) {
+  // /proc/self/environ holds the initial environment as NAME=value\0 records. Read it in
+  // chunks on the stack; a record may straddle two chunks, so carry the partial tail.
+  int saved = errno;
+  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/environ", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) {
+    errno = saved;
+    return false;
+  }
+  const size_t name_len = strlen(name);
+  char chunk[4096];
+  char record[1024];  // the current record; longer records are skipped unless they match early
+  size_t rec_len = 0;
+  bool rec_overflow = false;
+  bool found = false;
+  for (;;) {
+    ssize_t n = syscall(SYS_read, fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n && !found; ++i) {
+      char c = chunk[i];
+      if (c != '\0') {
+        if (rec_len + 1 < sizeof(record)) record[rec_len++] = c; else rec_overflow = true;
+        continue;
+      }
+      record[rec_len] = '\0';
+      if (!rec_overflow && rec_len > name_len && memcmp(record, name, name_len) == 0 &&
+          record[name_len] == '=') {
+        size_t vlen = rec_len - name_len - 1;
+        if (vlen >= len) vlen = len - 1;
+        memcpy(buf, record + name_len + 1, vlen);
+        buf[vlen] = '\0';
+        found = true;
+      }
+      rec_len = 0;
+      rec_overflow = false;
+    }
+    if (found) break;
+  }
+  syscall(SYS_close, fd);
+  errno = saved;
+  return found;
+}
+
+}  // namespace tcm::os

@@ -1,0 +1,43 @@
+// The operating-system contract: the only layer that includes system headers or makes
+// syscalls. Each primitive states its alignment, zeroing and failure behaviour.
+#ifndef TCMALLOC_PLATFORM_OS_H_
+#define TCMALLOC_PLATFORM_OS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tcm::os {
+
+// Fresh anonymous private read-write memory, zero-filled, aligned to the OS page (4 KiB).
+// Returns nullptr (errno untouched by contract) on failure.
+void* MapAnonymous(size_t bytes);
+void Unmap(void* p, size_t bytes);
+
+// Gives the physical pages of [p, p+bytes) back to the kernel; the range stays mapped and
+// reads back as zeros. Returns false if the kernel refused.
+bool ReleasePages(void* p, size_t bytes);
+
+// Moves the program break by `increment` bytes; returns the old break or nullptr on failure.
+void* Sbrk(intptr_t increment);
+
+// Writes all of buf to stderr (fd 2), retrying short writes; never allocates.
+void WriteStderr(const char* buf, size_t len);
+
+[[noreturn]] void Abort();
+
+// Blocks while *word == expected (spurious wake-ups allowed).
+void FutexWait(std::atomic<int>* word, int expected);
+void FutexWake(std::atomic<int>* word, int count);
+void Yield();
+
+// Reads NAME=value from the process's initial environment without using `environ` (which
+// may not be set up yet when the first malloc arrives). Copies the value into buf
+// (NUL-terminated, truncated to len-1). Returns false if the variable is absent.
+bool GetEnv(const char* name, char* buf, size_t len);
+
+int GetPid();
+
+}  // namespace tcm::os
+
+#endif  // TCMALLOC_PLATFORM_OS_H_

@@ -1,0 +1,141 @@
+// Size classes: every small request (<= kMaxSize) is rounded up to one of kNumClasses sizes.
+//
+// Legend of a class (SizeClassInfo):
+//   size   bytes per object; 8, then multiples of 16 (glibc alignment for >= 16 B requests),
+//          spaced 16 apart up to 128 B and then 8 classes per power of two, so rounding never
+//          wastes more than 1/8 of a request above 128 B (and at most 15 B below).
+//   pages  length of the span that is carved into objects of this class: the fewest pages
+//          that waste at most 1/8 of the span at its tail and hold >= 8 objects or 64 KiB.
+//   batch  num_objects_to_move: objects moved at once between a thread cache and the central
+//          list, about 64 KiB worth, clamped to [2, 32].
+// Class 0 is "not a small object" (large spans, free pages, unknown memory).
+//
+// Lookup (ClassIndex) is one compare and one table load: sizes <= 1024 index the table in
+// 8-byte steps, larger sizes in 128-byte steps (every class above 1024 is a multiple of 128).
+#ifndef TCMALLOC_SIZE_CLASSES_H_
+#define TCMALLOC_SIZE_CLASSES_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/config.h"
+
+namespace tcm {
+
+struct SizeClassInfo {
+  uint32_t size;
+  uint16_t pages;
+  uint16_t batch;
+};
+
+namespace size_class_internal {
+
+inline constexpr size_t kMaxClasses = 128;
+inline constexpr size_t kDefaultMaxBatch = 32;
+
+struct Table {
+  SizeClassInfo info[kMaxClasses];
+  size_t count;  // including class 0
+};
+
+constexpr size_t NextSize(size_t s) {
+  if (s < 16) return 16;
+  if (s < 128) return s + 16;
+  size_t band = 128;
+  while (band * 2 <= s) band *= 2;
+  return s + band / 8;
+}
+
+constexpr uint16_t PagesFor(size_t size) {
+  size_t pages = 1;
+  for (;;) {
+    size_t span = pages * kPageSize;
+    bool fits = span >= size;
+    bool low_waste = (span % size) <= span / 8;
+    bool enough = span / size >= 8 || span >= 64 * 1024;
+    if (fits && low_waste && enough) return static_cast<uint16_t>(pages);
+    ++pages;
+  }
+}
+
+constexpr uint16_t BatchFor(size_t size) {
+  size_t n = 64 * 1024 / size;
+  if (n < 2) n = 2;
+  if (n > kDefaultMaxBatch) n = kDefaultMaxBatch;
+  return static_cast<uint16_t>(n);
+}
+
+constexpr Table MakeTable() {
+  Table t{};
+  t.info[0] = {0, 0, 0};
+  size_t n = 1;
+  for (size_t s = 8; s <= kMaxSize; s = NextSize(s)) {
+    t.info[n++] = {static_cast<uint32_t>(s), PagesFor(s), BatchFor(s)};
+  }
+  t.count = n;
+  return t;
+}
+
+inline constexpr Table kTable = MakeTable();
+
+constexpr size_t IndexOf(size_t size) {
+  return size <= 1024 ? (size + 7) >> 3 : (size + 127 + (120 << 7)) >> 7;
+}
+inline constexpr size_t kIndexCount = IndexOf(kMaxSize) + 1;
+
+constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
+  std::array<uint8_t, kIndexCount> idx{};
+  size_t cl = 1;
+  // For each index, the smallest class whose size covers every request mapping to it.
+  for (size_t i = 0; i < kIndexCount; ++i) {
+    size_t max_req = i <= 128 ? i * 8 : (i - 120) * 128;
+    while (kTable.info[cl].size < max_req) ++cl;
+    idx[i] = static_cast<uint8_t>(cl);
+  }
+  return idx;
+}
+
+}  // namespace size_class_internal
+
+inline constexpr size_t kNumClasses = size_class_internal::kTable.count;
+
+// Immutable, compile-time tables: usable before any initialisation.
+struct SizeMap {
+  static constexpr auto& kInfo = size_class_internal::kTable.info;
+  static constexpr std::array<uint8_t, size_class_internal::kIndexCount> kIndex =
+      size_class_internal::MakeIndex();
+
+  // REQUIRES size <= kMaxSize.
+  static TCM_ALWAYS_INLINE size_t ClassIndex(size_t size) {
+    return kIndex[size_class_internal::IndexOf(size)];
+  }
+  static constexpr size_t ClassSize(size_t cl) { return kInfo[cl].size; }
+  static constexpr size_t ClassPages(size_t cl) { return kInfo[cl].pages; }
+  static constexpr size_t NumToMove(size_t cl) { return kInfo[cl].batch; }
+  static constexpr size_t ObjectsPerSpan(size_t cl) {
+    return kInfo[cl].pages * kPageSize / kInfo[cl].size;
+  }
+};
+
+// Compile-time guarantees the rest of the allocator relies on.
+namespace size_class_internal {
+constexpr bool CheckTable() {
+  for (size_t cl = 1; cl < kTable.count; ++cl) {
+    const auto& c = kTable.info[cl];
+    if (cl > 1 && c.size <= kTable.info[cl - 1].size) return false;  // monotone
+    if (c.size >= 16 && c.size % 16 != 0) return false;             // glibc alignment
+    if (c.size > 1024 && c.size % 128 != 0) return false;           // coarse index step
+    if (c.pages * kPageSize < c.size) return false;                  // one object fits
+    if (c.batch < 2 || c.batch > kDefaultMaxBatch) return false;
+  }
+  return kTable.info[kTable.count - 1].size == kMaxSize && kTable.info[1].size == 8;
+}
+}  // namespace size_class_internal
+static_assert(size_class_internal::CheckTable());
+static_assert(kNumClasses <= 255, "classes must fit the pagemap's uint8_t");
+static_assert(kNumClasses > 80 && kNumClasses < 100, "about 88 classes, as the design says");
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_SIZE_CLASSES_H_

@@ -1,0 +1,84 @@
+// Span: a run of contiguous pages, the page heap's unit of ownership.
+//
+// A span is exactly one of: free in the page heap (kNormal: backed by memory, kReturned:
+// released to the OS), or in use — either one large object (sizeclass 0) or carved into
+// objects of one size class and owned by that class's central free list.
+#ifndef TCMALLOC_SPAN_H_
+#define TCMALLOC_SPAN_H_
+
+#include <cstdint>
+
+#include "base/config.h"
+
+namespace tcm {
+
+struct Span {
+  enum Location : uint8_t { kInUse = 0, kNormal = 1, kReturned = 2 };
+
+  PageId start;
+  Length length;
+  // Doubly linked list membership: a page heap free list or a central free list's span list.
+  Span* next;
+  Span* prev;
+  // Best-fit tree links while on the page heap's large free structure.
+  Span* left;
+  Span* right;
+  // Small-object spans: the span's own free list and the count of objects handed out.
+  void* objects;
+  uint32_t refcount;
+  uint8_t sizeclass;
+  Location location;
+  bool in_tree;
+  // For large in-use spans: true while the pages have never been written (fresh from the
+  // OS or released), so calloc can skip zeroing them.
+  bool fresh;
+  // When a free span went idle (page heap clock), used for gradual release.
+  uint64_t free_since;
+
+  void* start_ptr() const { return start.ptr(); }
+  uintptr_t start_addr() const { return start.addr(); }
+  PageId last() const { return start + length - Length{1}; }
+  PageId end() const { return start + length; }
+};
+
+// Intrusive circular doubly linked list of spans with a sentinel. constexpr-friendly: an
+// empty list has null links and is normalised on first use.
+class SpanList {
+ public:
+  constexpr SpanList() = default;
+  SpanList(const SpanList&) = delete;
+  SpanList& operator=(const SpanList&) = delete;
+
+  bool empty() const { return head_.next == nullptr || head_.next == &head_; }
+  Span* first() { return empty() ? nullptr : head_.next; }
+  Span* last() { return empty() ? nullptr : head_.prev; }
+  // Iteration: for (Span* s = l.first(); s != nullptr; s = l.NextOf(s)).
+  Span* NextOf(Span* s) { return s->next == &head_ ? nullptr : s->next; }
+  void PushFront(Span* s) {
+    Normalize();
+    s->next = head_.next;
+    s->prev = &head_;
+    head_.next->prev = s;
+    head_.next = s;
+  }
+  static void Remove(Span* s) {
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    s->next = s->prev = nullptr;
+  }
+  size_t Count() {
+    size_t n = 0;
+    for (Span* s = first(); s != nullptr; s = NextOf(s)) ++n;
+    return n;
+  }
+
+ private:
+  void Normalize() {
+    if (head_.next == nullptr) head_.next = head_.prev = &head_;
+  }
+  Span head_{};
+};
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_SPAN_H_
