@@ -75,7 +75,7 @@ static void* AllocateFromCentral(size_t cl) {
   return start;
 }
 
-void* AllocateSlow(size_t size) {
+void* AllocateSlow(size_t size) noexcept {
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
   void* result;
@@ -104,7 +104,9 @@ static void DeallocateLarge(void* p) {
   g_pageheap.Delete(span);
 }
 
-void DeallocateSlow(void* p) {
+void CollectGarbage(ThreadCache* tc) noexcept { tc->Scavenge(); }
+
+void DeallocateSlow(void* p) noexcept {
   if (p == nullptr) return;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (addr >> kAddressBits) InvalidPointer("free()", p);

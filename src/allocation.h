@@ -26,21 +26,25 @@ namespace tcm {
 extern __thread ThreadCache* tls_cache TCM_INITIAL_EXEC;
 extern constinit ThreadCache g_empty_cache;
 
-TCM_NOINLINE void* AllocateSlow(size_t size);  // sets errno = ENOMEM on failure
-TCM_NOINLINE void DeallocateSlow(void* p);
+TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
+TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
+TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
 void InitThreadExitHook();
 
+// Slow is the miss handler: AllocateSlow for malloc, or one that adds the new-handler
+// protocol for operator new, so every entry point's miss is a plain tail call.
+template <void* (*Slow)(size_t) = AllocateSlow>
 TCM_ALWAYS_INLINE void* Allocate(size_t size) {
-  if (TCM_UNLIKELY(size > kMaxSize)) return AllocateSlow(size);
+  if (TCM_UNLIKELY(size > kMaxSize)) return Slow(size);
   const size_t cl = SizeMap::ClassIndex(size);
   ThreadCache* tc = tls_cache;
   ThreadCache::FreeList& list = tc->lists_[cl];
   void* result = list.head;
-  if (TCM_UNLIKELY(result == nullptr)) return AllocateSlow(size);
+  if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
   list.head = *static_cast<void**>(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
-  tc->room_ += static_cast<intptr_t>(SizeMap::ClassSize(cl));
+  tc->room_ += list.object_size;
   return result;
 }
 
@@ -56,8 +60,8 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   *static_cast<void**>(p) = list.head;
   list.head = p;
   ++list.length;
-  tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-  if (TCM_UNLIKELY(tc->room_ < 0)) tc->Scavenge();
+  tc->room_ -= list.object_size;
+  if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc);
 }
 
 // The rest of the API: slower paths, out of line.

@@ -49,7 +49,9 @@ void* RetryWithNewHandler(F alloc, bool may_throw) {
   }
 }
 
-void* MallocOom(size_t size) {
+// malloc's miss handler: the allocator's slow path plus tc_set_new_mode's protocol.
+TCM_NOINLINE void* MallocSlow(size_t size) {
+  if (void* p = AllocateSlow(size)) return p;
   if (g_new_mode.load(std::memory_order_relaxed) == 0) return nullptr;
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, false);
 }
@@ -64,17 +66,8 @@ TCM_NOINLINE void* NewNothrowSlow(size_t size) {
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, false);
 }
 
-TCM_ALWAYS_INLINE void* CppNew(size_t size) {
-  void* p = Allocate(size);
-  if (TCM_UNLIKELY(p == nullptr)) return NewSlow(size);
-  return p;
-}
-
-TCM_ALWAYS_INLINE void* CppNewNothrow(size_t size) {
-  void* p = Allocate(size);
-  if (TCM_UNLIKELY(p == nullptr)) return NewNothrowSlow(size);
-  return p;
-}
+TCM_ALWAYS_INLINE void* CppNew(size_t size) { return Allocate<NewSlow>(size); }
+TCM_ALWAYS_INLINE void* CppNewNothrow(size_t size) { return Allocate<NewNothrowSlow>(size); }
 
 void* CppNewAligned(size_t size, std::align_val_t al, bool may_throw) {
   size_t align = static_cast<size_t>(al);
@@ -98,11 +91,7 @@ extern "C" {
 
 // ---- C API ----
 
-TCM_EXPORT void* tc_malloc(size_t size) noexcept {
-  void* p = Allocate(size);
-  if (TCM_UNLIKELY(p == nullptr)) return MallocOom(size);
-  return p;
-}
+TCM_EXPORT void* tc_malloc(size_t size) noexcept { return Allocate<MallocSlow>(size); }
 
 TCM_EXPORT void* tc_malloc_skip_new_handler(size_t size) noexcept { return Allocate(size); }
 

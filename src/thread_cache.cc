@@ -9,7 +9,8 @@ static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
 void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size) {
   central_ = central;
   registry_ = registry;
-  for (size_t cl = 1; cl < kNumClasses; ++cl) lists_[cl] = FreeList{nullptr, 0, 1, 0, 0};
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    lists_[cl] = FreeList{nullptr, 0, 1, 0, 0, static_cast<uint32_t>(SizeMap::ClassSize(cl)), 0};
   lists_[0] = FreeList{};
   max_size_ = max_size;
   room_ = static_cast<intptr_t>(max_size);
