@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the build into a scratch prefix and builds a consumer the three ways the README
+# documents: CMake's find_package, pkg-config, and plain -ltcmalloc_minimal.
+set -euo pipefail
+build_dir=$1
+src_dir=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+for f in lib/libtcmalloc_minimal.so lib/libtcmalloc_minimal.so.4 lib/libtcmalloc_minimal.a \
+         include/gperftools/tcmalloc.h include/google/tcmalloc.h \
+         lib/pkgconfig/libtcmalloc_minimal.pc lib/cmake/tcmalloc/tcmallocConfig.cmake; do
+  [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
+done
+soname=$(readelf -d "$prefix/lib/libtcmalloc_minimal.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = libtcmalloc_minimal.so.4 ] || { echo "wrong soname: $soname"; exit 1; }
+
+# 1. CMake package.
+cmake -S "$src_dir/consumer" -B "$work/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+LD_LIBRARY_PATH=$prefix/lib "$work/cmake-build/app"
+"$work/cmake-build/app_static"
+
+# 2. pkg-config.
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+# shellcheck disable=SC2046
+g++ -std=c++17 "$src_dir/consumer/main.cc" -o "$work/app_pc" $(pkg-config --cflags --libs libtcmalloc_minimal)
+LD_LIBRARY_PATH=$prefix/lib "$work/app_pc"
+
+# 3. Plain flags, and the google/ forwarding header still compiles (with its warning).
+echo '#include <google/tcmalloc.h>
+int main() { return tc_version(0, 0, 0) ? 0 : 1; }' > "$work/google.cc"
+g++ -std=c++17 -Wno-cpp -I"$prefix/include" "$work/google.cc" -L"$prefix/lib" -ltcmalloc_minimal -o "$work/app_google"
+LD_LIBRARY_PATH=$prefix/lib "$work/app_google"
+echo "packaging: ok"
