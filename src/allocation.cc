@@ -76,6 +76,7 @@ static void* AllocateFromCentral(size_t cl) {
 }
 
 void* AllocateSlow(size_t size) noexcept {
+  g_scavenger.OnSlowPath();
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
   void* result;
@@ -104,10 +105,14 @@ static void DeallocateLarge(void* p) {
   g_pageheap.Delete(span);
 }
 
-void CollectGarbage(ThreadCache* tc) noexcept { tc->Scavenge(); }
+void CollectGarbage(ThreadCache* tc) noexcept {
+  g_scavenger.OnSlowPath();
+  tc->Scavenge();
+}
 
 void DeallocateSlow(void* p) noexcept {
   if (p == nullptr) return;
+  g_scavenger.OnSlowPath();
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
@@ -228,18 +233,23 @@ HeapTotals ComputeTotals() {
     t.unmapped_bytes = s.unmapped_bytes;
     t.in_use_spans = s.in_use_spans;
   }
-  for (size_t cl = 1; cl < kNumClasses; ++cl)
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
     t.central_free_bytes += g_central[cl].free_objects() * SizeMap::ClassSize(cl);
+    t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
+  }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
   t.thread_caches = g_caches.count();
   t.metadata_bytes = g_arena.bytes_reserved();
-  size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes + t.thread_cache_bytes;
+  size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
+                      t.transfer_cache_bytes + t.thread_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
   return t;
 }
 
 size_t ReleaseFreeMemory() {
   EnsureInitialized();
+  // Chains parked in transfer caches may be all that keeps some spans alive.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
 }

@@ -80,6 +80,7 @@ struct HeapTotals {
   size_t pageheap_free_bytes;
   size_t unmapped_bytes;
   size_t central_free_bytes;
+  size_t transfer_cache_bytes;
   size_t thread_cache_bytes;
   size_t metadata_bytes;
   size_t in_use_spans;

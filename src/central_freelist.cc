@@ -13,6 +13,20 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap) {
   objects_per_span_ = static_cast<uint32_t>(SizeMap::ObjectsPerSpan(cl));
   heap_ = heap;
   pagemap_ = pagemap;
+  transfer_.Init(size_, static_cast<int>(SizeMap::NumToMove(cl)));
+}
+
+void CentralFreeList::InsertRange(void* start, void* end, int n) {
+  if (n == transfer_.batch() && transfer_.TryInsert(start, end)) return;
+  InsertRange(start, n);
+}
+
+void CentralFreeList::FlushTransferCache() {
+  transfer_.Drain([this](void* head, void*, int n) { InsertRange(head, n); });
+}
+
+void CentralFreeList::FlushTransferCacheIfIdle() {
+  transfer_.DrainIfIdle([this](void* head, void*, int n) { InsertRange(head, n); });
 }
 
 bool CentralFreeList::Populate() {
@@ -45,6 +59,7 @@ bool CentralFreeList::Populate() {
 }
 
 int CentralFreeList::RemoveRange(void** start, void** end, int n) {
+  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
   SpinLockHolder h(&lock_);
   void* head = nullptr;
   void* tail = nullptr;

@@ -17,6 +17,7 @@
 #include "base/spinlock.h"
 #include "page_heap.h"
 #include "span.h"
+#include "transfer_cache.h"
 
 namespace tcm {
 
@@ -27,12 +28,24 @@ class CentralFreeList {
   void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap);
 
   // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
-  // garbage). Returns how many were taken; 0 only when out of memory.
+  // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
+  // one batch is served in O(1) from the transfer cache when it has a chain.
   int RemoveRange(void** start, void** end, int n);
 
-  // Gives back a chain of n objects (n >= 1) starting at start. Crashes on a double free
-  // it can see (an object whose span has no objects out).
+  // Gives back a chain start..end of n objects; a whole batch goes to the transfer cache
+  // in O(1) when a slot is free, anything else to the spans.
+  void InsertRange(void* start, void* end, int n);
+
+  // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
+  // Crashes on a double free it can see (an object whose span has no objects out).
   void InsertRange(void* start, int n);
+
+  // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
+  void FlushTransferCache();
+  // Same, but only if the transfer cache went unused since the previous call.
+  void FlushTransferCacheIfIdle();
+  size_t transfer_objects() const { return transfer_.free_objects(); }
+  TransferCache* transfer_cache() { return &transfer_; }
 
   // Free objects held here (racy read for stats).
   size_t free_objects() const { return __atomic_load_n(&free_objects_, __ATOMIC_RELAXED); }
@@ -47,6 +60,7 @@ class CentralFreeList {
  private:
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
 
+  TransferCache transfer_;  // in front of lock_: its own leaf lock
   SpinLock lock_;
   uint8_t cl_ = 0;
   uint32_t size_ = 0;

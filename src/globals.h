@@ -8,6 +8,7 @@
 #include "central_freelist.h"
 #include "page_heap.h"
 #include "pagemap.h"
+#include "scavenger.h"
 #include "size_classes.h"
 #include "system_alloc.h"
 #include "thread_cache.h"
@@ -20,6 +21,7 @@ extern constinit PageMap g_pagemap;
 extern constinit PageHeap g_pageheap;
 extern constinit CentralFreeList g_central[kNumClasses];
 extern constinit ThreadCacheRegistry g_caches;
+extern constinit Scavenger g_scavenger;
 
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.

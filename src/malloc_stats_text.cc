@@ -8,12 +8,12 @@ static void Line(Printer* out, char op, size_t bytes, const char* what) {
 
 void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   const size_t physical = t.in_use_bytes + t.pageheap_free_bytes + t.central_free_bytes +
-                          t.thread_cache_bytes + t.metadata_bytes;
+                          t.transfer_cache_bytes + t.thread_cache_bytes + t.metadata_bytes;
   out->Printf("------------------------------------------------\n");
   Line(out, ' ', t.in_use_bytes, "Bytes in use by application");
   Line(out, '+', t.pageheap_free_bytes, "Bytes in page heap freelist");
   Line(out, '+', t.central_free_bytes, "Bytes in central cache freelist");
-  Line(out, '+', 0, "Bytes in transfer cache freelist");
+  Line(out, '+', t.transfer_cache_bytes, "Bytes in transfer cache freelist");
   Line(out, '+', t.thread_cache_bytes, "Bytes in thread cache freelists");
   Line(out, '+', t.metadata_bytes, "Bytes in malloc metadata");
   out->Printf("MALLOC:   ------------\n");

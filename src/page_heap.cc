@@ -136,6 +136,7 @@ bool PageHeap::GrowHeap(Length n) {
   stats_.system_bytes += actual;
   s->fresh = true;
   s->location = Span::kNormal;
+  s->free_since = clock_;
   MergeIntoFreeList(s);
   return true;
 }
@@ -188,24 +189,51 @@ void PageHeap::Delete(Span* span) {
   span->refcount = 0;
   span->fresh = false;
   span->location = Span::kNormal;
+  span->free_since = clock_;
   MergeIntoFreeList(span);
+}
+
+Length PageHeap::ReleaseSpan(Span* s) {
+  RemoveFree(s);
+  ++stats_.release_calls;
+  if (!system_->Release(s->start_ptr(), s->length.bytes())) {
+    InsertFree(s);  // the OS refused; keep it as normal memory
+    return Length{0};
+  }
+  Length len = s->length;
+  stats_.released_bytes_total += len.bytes();
+  s->location = Span::kReturned;
+  s->fresh = true;
+  MergeIntoFreeList(s);
+  return len;
+}
+
+Length PageHeap::ReleaseIdle(uint64_t idle_since) {
+  // Collect victims first, then release: releasing merges returned spans, which would
+  // disturb the walk. Victims are kNormal spans, and merging only ever deletes kReturned
+  // neighbours, so the collected pointers stay valid while we release them in turn.
+  Length released{0};
+  for (;;) {
+    Span* victims[64];
+    size_t n = 0;
+    ForEachFreeSpan([&](Span* s) {
+      if (n < 64 && s->location == Span::kNormal && s->free_since < idle_since) victims[n++] = s;
+    });
+    for (size_t i = 0; i < n; ++i) {
+      Length got = ReleaseSpan(victims[i]);
+      if (got.n == 0) return released;  // the OS refuses: try again at a later tick
+      released = released + got;
+    }
+    if (n < 64) return released;
+  }
 }
 
 Length PageHeap::ReleaseAtLeastNPages(Length n) {
   Length released{0};
   auto release = [&](Span* s) {
-    RemoveFree(s);
-    ++stats_.release_calls;
-    if (!system_->Release(s->start_ptr(), s->length.bytes())) {
-      InsertFree(s);  // the OS refused; keep it as normal memory
-      return false;
-    }
-    released = released + s->length;
-    stats_.released_bytes_total += s->length.bytes();
-    s->location = Span::kReturned;
-    s->fresh = true;
-    MergeIntoFreeList(s);
-    return true;
+    Length got = ReleaseSpan(s);
+    released = released + got;
+    return got.n != 0;
   };
   while (released < n && !large_normal_.empty()) {
     Span* biggest = nullptr;

@@ -56,6 +56,12 @@ class PageHeap {
   // left; returns the pages released. Largest runs go first (fewest syscalls per page).
   Length ReleaseAtLeastNPages(Length n);
 
+  // Releases kNormal free runs that have been free since before `idle_since` (a time on
+  // the caller's clock, see set_clock). Returns the pages released.
+  Length ReleaseIdle(uint64_t idle_since);
+  // The time stamped on spans as they become free (coarse, set by the maintenance tick).
+  void set_clock(uint64_t now) { clock_ = now; }
+
   const PageHeapStats& stats() const { return stats_; }
   // Free runs by length: f(Length len, bool returned) for each free span.
   template <typename F>
@@ -91,6 +97,8 @@ class PageHeap {
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
+  // Releases one free kNormal span to the OS; returns its length, 0 if the OS refused.
+  Length ReleaseSpan(Span* s);
 
   SpinLock lock_;
   PageMap* pagemap_;
@@ -102,6 +110,7 @@ class PageHeap {
   SpanTree large_normal_;
   SpanTree large_returned_;
   PageHeapStats stats_;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace tcm

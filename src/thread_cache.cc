@@ -53,7 +53,7 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n) {
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
-  central_[cl].InsertRange(start, static_cast<int>(n));
+  central_[cl].InsertRange(start, last, static_cast<int>(n));
 }
 
 void ThreadCache::PushSlow(void* p, size_t cl) {

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 
 namespace tcm::os {
 
@@ -77,6 +78,20 @@ void FutexWake(std::atomic<int>* word, int count) {
 }
 
 void Yield() { sched_yield(); }
+
+uint64_t MonotonicCoarseNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void SleepNs(uint64_t ns) {
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000ull);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000ull);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
 
 int GetPid() { return static_cast<int>(syscall(SYS_getpid)); }
 

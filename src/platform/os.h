@@ -38,6 +38,10 @@ bool GetEnv(const char* name, char* buf, size_t len);
 
 int GetPid();
 
+// Monotonic time in ns from the coarse clock (vDSO: no syscall, ~4 ms resolution).
+uint64_t MonotonicCoarseNs();
+void SleepNs(uint64_t ns);
+
 }  // namespace tcm::os
 
 #endif  // TCMALLOC_PLATFORM_OS_H_

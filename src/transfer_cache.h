@@ -1,0 +1,89 @@
+// TransferCache: the design's "lists of a well-known length". A thread cache that flushes
+// or refills exactly num_objects_to_move objects hands over or takes a whole chain in O(1),
+// without walking the central list's spans; only when the slots are full or empty does the
+// central list do the per-object work.
+//
+// Each slot holds one chain (head..tail) of exactly `batch` objects. `touched` records use
+// since the last maintenance tick, so idle slots can be drained back to the spans (memory
+// parked here would otherwise keep spans alive forever: gperftools #1132).
+//
+// Locking: lock_ guards the slots; it is a leaf lock (nothing else is taken under it).
+#ifndef TCMALLOC_TRANSFER_CACHE_H_
+#define TCMALLOC_TRANSFER_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/spinlock.h"
+
+namespace tcm {
+
+class TransferCache {
+ public:
+  static constexpr int kMaxSlots = 64;
+  // Bytes a class may park here; bounds the memory held by big classes.
+  static constexpr size_t kMaxBytesPerClass = 512 * 1024;
+
+  constexpr TransferCache() = default;
+
+  void Init(size_t object_size, int batch);
+
+  // Stores a chain of exactly batch() objects; false when full (the caller keeps it).
+  bool TryInsert(void* head, void* tail);
+  // Takes one whole chain; false when empty.
+  bool TryRemove(void** head, void** tail);
+  // Removes every chain, handing each to f(head, tail, count), called without the lock.
+  template <typename F>
+  void Drain(F f);
+  // Drains only if the cache was not used since the previous call (maintenance tick).
+  template <typename F>
+  void DrainIfIdle(F f);
+
+  int batch() const { return batch_; }
+  int max_slots() const { return max_slots_; }
+  size_t free_objects() const {
+    return static_cast<size_t>(__atomic_load_n(&used_, __ATOMIC_RELAXED)) * static_cast<size_t>(batch_);
+  }
+  SpinLock* lock() { return &lock_; }
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+ private:
+  struct Slot {
+    void* head;
+    void* tail;
+  };
+  SpinLock lock_;
+  int batch_ = 0;
+  int max_slots_ = 0;
+  int used_ = 0;
+  bool touched_ = false;
+  Slot slots_[kMaxSlots] = {};
+};
+
+template <typename F>
+void TransferCache::Drain(F f) {
+  Slot taken[kMaxSlots];
+  int n;
+  {
+    SpinLockHolder h(&lock_);
+    n = used_;
+    for (int i = 0; i < n; ++i) taken[i] = slots_[i];
+    __atomic_store_n(&used_, 0, __ATOMIC_RELAXED);
+  }
+  for (int i = 0; i < n; ++i) f(taken[i].head, taken[i].tail, batch_);
+}
+
+template <typename F>
+void TransferCache::DrainIfIdle(F f) {
+  {
+    SpinLockHolder h(&lock_);
+    bool idle = !touched_;
+    touched_ = false;
+    if (!idle || used_ == 0) return;
+  }
+  Drain(f);
+}
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_TRANSFER_CACHE_H_

@@ -1,0 +1,29 @@
+// Helpers for the memory-behaviour tests: resident set size and minor faults of this
+// process, read the way an operator would (/proc/self/statm, getrusage).
+#ifndef TCMALLOC_TESTS_MEMORY_UTIL_H_
+#define TCMALLOC_TESTS_MEMORY_UTIL_H_
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+
+inline size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+inline long MinorFaults() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+inline double MiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+#endif  // TCMALLOC_TESTS_MEMORY_UTIL_H_
