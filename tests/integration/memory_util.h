@@ -24,6 +24,11 @@ inline long MinorFaults() {
   return ru.ru_minflt;
 }
 
+// Signed difference, so a shrink never wraps around into a huge "drop".
+inline long long Drop(size_t before, size_t after) {
+  return static_cast<long long>(before) - static_cast<long long>(after);
+}
+
 inline double MiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 #endif  // TCMALLOC_TESTS_MEMORY_UTIL_H_
