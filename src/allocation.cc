@@ -4,10 +4,13 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
+#include "platform/os.h"
+#include "platform/stack_trace.h"
 
 namespace tcm {
 
@@ -58,12 +61,34 @@ static Span* AllocateLargeSpan(size_t size, size_t align_pages) {
   return align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
 }
 
+// TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD: report big allocations with a stack trace; the
+// threshold grows by 1/8 after each report, so a program cannot flood stderr.
+static std::atomic<size_t> g_next_report{0};  // 0 = reporting off
+
+void SetLargeAllocReportThreshold(size_t bytes) { g_next_report.store(bytes, std::memory_order_relaxed); }
+
+static void MaybeReportLarge(size_t size, const void* p) {
+  size_t threshold = g_next_report.load(std::memory_order_relaxed);
+  if (threshold == 0) return;
+  if (size < threshold) return;
+  if (!g_next_report.compare_exchange_strong(threshold, threshold + threshold / 8)) return;
+  void* pcs[32];
+  int depth = os::GetStackTrace(pcs, 32, 2);
+  char buf[1024];
+  Printer out(buf, sizeof(buf));
+  out.Printf("tcmalloc: large alloc %zu bytes == %p @ ", size, p);
+  for (int i = 0; i < depth; ++i) out.Printf(" %p", pcs[i]);
+  out.Printf("\n");
+  os::WriteStderr(buf, out.written());
+}
+
 static void* AllocateLarge(size_t size, size_t align_pages) {
   Span* span = AllocateLargeSpan(size, align_pages);
   if (span == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
+  MaybeReportLarge(size, span->start_ptr());
   return span->start_ptr();
 }
 
@@ -75,21 +100,24 @@ static void* AllocateFromCentral(size_t cl) {
   return start;
 }
 
-void* AllocateSlow(size_t size) noexcept {
-  g_scavenger.OnSlowPath();
+static void* AllocateUnhooked(size_t size) {
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
   void* result;
   ThreadCache* tc = GetOrCreateCache();
   if (tc == nullptr) {
     result = AllocateFromCentral(cl);
-  } else if (tc->lists_[cl].head != nullptr) {
-    // A cache was just created by this call, or refilled by a re-entrant call.
-    return Allocate(size);
-  } else {
+  } else if ((result = PopFromCache(tc, cl)) == nullptr) {
     result = tc->FetchFromCentral(cl);
   }
   if (result == nullptr) errno = ENOMEM;
+  return result;
+}
+
+void* AllocateSlow(size_t size) noexcept {
+  g_scavenger.OnSlowPath();
+  void* result = AllocateUnhooked(size);
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, size);
   return result;
 }
 
@@ -111,6 +139,7 @@ void CollectGarbage(ThreadCache* tc) noexcept {
 }
 
 void DeallocateSlow(void* p) noexcept {
+  if (TCM_UNLIKELY(HooksActive())) InvokeDeleteHooks(p);
   if (p == nullptr) return;
   g_scavenger.OnSlowPath();
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
@@ -149,7 +178,9 @@ void* AllocateAligned(size_t align, size_t size) {
     return nullptr;
   }
   size_t align_pages = align <= kPageSize ? 1 : align >> kPageShift;
-  return AllocateLarge(size, align_pages);
+  void* result = AllocateLarge(size, align_pages);
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, size);
+  return result;
 }
 
 size_t UsableSize(const void* p, const char* who) {
@@ -206,6 +237,8 @@ void* AllocateZeroed(size_t n, size_t size) {
   // Pages fresh from the OS (or released and not touched since) already read as zero:
   // skipping the memset keeps big callocs from faulting in memory nobody uses.
   if (!span->fresh) memset(span->start_ptr(), 0, total);
+  MaybeReportLarge(total, span->start_ptr());
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(span->start_ptr(), total);
   return span->start_ptr();
 }
 

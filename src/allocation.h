@@ -17,6 +17,7 @@
 
 #include "base/config.h"
 #include "globals.h"
+#include "malloc_hook.h"
 #include "size_classes.h"
 #include "thread_cache.h"
 
@@ -30,17 +31,14 @@ TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM o
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
 TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
 void InitThreadExitHook();
+// Allocations of at least this many bytes are reported on stderr (0 = never).
+void SetLargeAllocReportThreshold(size_t bytes);
 
-// Slow is the miss handler: AllocateSlow for malloc, or one that adds the new-handler
-// protocol for operator new, so every entry point's miss is a plain tail call.
-template <void* (*Slow)(size_t) = AllocateSlow>
-TCM_ALWAYS_INLINE void* Allocate(size_t size) {
-  if (TCM_UNLIKELY(size > kMaxSize)) return Slow(size);
-  const size_t cl = SizeMap::ClassIndex(size);
-  ThreadCache* tc = tls_cache;
+// Pops an object of class cl from tc's list; nullptr if the list is empty.
+TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   ThreadCache::FreeList& list = tc->lists_[cl];
   void* result = list.head;
-  if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
+  if (TCM_UNLIKELY(result == nullptr)) return nullptr;
   list.head = *static_cast<void**>(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
@@ -48,9 +46,21 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   return result;
 }
 
+// Slow is the miss handler: AllocateSlow for malloc, or one that adds the new-handler
+// protocol for operator new, so every entry point's miss is a plain tail call.
+// g_alloc_limit is kMaxSize + 1, or 0 while hooks are installed (then every call misses).
+template <void* (*Slow)(size_t) = AllocateSlow>
+TCM_ALWAYS_INLINE void* Allocate(size_t size) {
+  if (TCM_UNLIKELY(size >= g_alloc_limit)) return Slow(size);
+  void* result = PopFromCache(tls_cache, SizeMap::ClassIndex(size));
+  if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
+  return result;
+}
+
 TCM_ALWAYS_INLINE void Deallocate(void* p) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (TCM_UNLIKELY(addr >> kAddressBits)) return DeallocateSlow(p);
+  // Above the pagemap's reach (or any address while hooks are installed): slow path.
+  if (TCM_UNLIKELY(addr >= g_free_limit)) return DeallocateSlow(p);
   // Class 0 (nullptr, large objects, memory we do not own) has max_length 0: slow path.
   const size_t cl = g_pagemap.ClassOf(addr);
   ThreadCache* tc = tls_cache;

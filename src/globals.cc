@@ -14,6 +14,7 @@ namespace tcm {
 
 static void* AllocPagemapNode(size_t bytes) { return g_arena.Alloc(bytes, 64); }
 
+constinit Options g_options;
 constinit SystemAllocator g_system;
 constinit Arena g_arena;
 constinit PageMap g_pagemap{&AllocPagemapNode};
@@ -56,34 +57,38 @@ void ResetLocksInChild() {
   g_scavenger.AfterForkInChild();
 }
 
-// Environment knobs of the scavenger. Read from /proc/self/environ: the first malloc may
-// come before libc has set up `environ`.
-static void ReadReleaseOptions() {
-  char buf[64];
-  if (os::GetEnv("TCMALLOC_RELEASE_RATE", buf, sizeof(buf))) {
-    char* end = nullptr;
-    double rate = strtod(buf, &end);
-    if (end == buf || *end != '\0' || !(rate >= 0) || rate > 1e9)
-      Log("TCMALLOC_RELEASE_RATE=%s is not a rate >= 0; using the default 1.0", buf);
-    else
-      g_scavenger.set_release_rate(rate);
-  }
-  if (os::GetEnv("TCMALLOC_DISABLE_MEMORY_RELEASE", buf, sizeof(buf)) && buf[0] != '\0' && buf[0] != '0')
-    g_scavenger.set_release_rate(0);
+// Applies the environment flags to the components. Runs once, before any cache exists.
+static void ApplyOptions(const Options& o) {
+  SizeMap::SetMaxBatch(static_cast<size_t>(o.transfer_num_obj));
+  g_caches.SetMaxTotal(static_cast<size_t>(o.max_total_thread_cache_bytes));
+  g_scavenger.set_release_rate(o.disable_memory_release ? 0 : o.release_rate);
+  g_system.set_release_enabled(!o.disable_memory_release);
+  g_system.set_enabled(SystemAllocator::kMmap, !o.skip_mmap);
+  g_system.set_enabled(SystemAllocator::kSbrk, !o.skip_sbrk);
+  if (o.memfs_malloc_path[0] != '\0')
+    g_system.ConfigureMemfs(o.memfs_malloc_path, static_cast<size_t>(o.memfs_limit_mb) << 20,
+                            o.memfs_abort_on_fail, o.memfs_ignore_mmap_fail, o.memfs_map_private);
+  if (o.devmem_start_mb > 0)
+    g_system.ConfigureDevmem(o.devmem_device, static_cast<size_t>(o.devmem_start_mb) << 20,
+                             static_cast<size_t>(o.devmem_limit_mb) << 20);
+  g_pageheap.set_limit(static_cast<size_t>(o.heap_limit_mb) << 20);
+  g_pageheap.set_aggressive_decommit(o.aggressive_decommit);
+  SetLargeAllocReportThreshold(static_cast<size_t>(o.large_alloc_report_threshold));
   // The thread itself starts at a later slow path: creating threads inside the very first
   // malloc (possibly during libc's own start-up) is asking for trouble.
-  if (os::GetEnv("TCMALLOC_BACKGROUND_RELEASE", buf, sizeof(buf)) && buf[0] != '\0' && buf[0] != '0')
-    g_scavenger.RequestBackgroundThread();
+  if (o.background_release) g_scavenger.RequestBackgroundThread();
 }
 
 void EnsureInitialized() {
   if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
   SpinLockHolder h(&g_init_lock);
   if (g_initialized.load(std::memory_order_relaxed)) return;
+  // Options first: batch sizes shape the central lists' transfer caches.
+  LoadOptions(&g_options);
+  ApplyOptions(g_options);
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
   InitThreadExitHook();
-  ReadReleaseOptions();
   g_pageheap.set_clock(Scavenger::NowNs());
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
   // reverse order), so other libraries' prepare handlers may still allocate.

@@ -7,6 +7,7 @@
 #include "arena.h"
 #include "central_freelist.h"
 #include "page_heap.h"
+#include "options.h"
 #include "pagemap.h"
 #include "scavenger.h"
 #include "size_classes.h"
@@ -15,6 +16,7 @@
 
 namespace tcm {
 
+extern constinit Options g_options;  // as read from the environment at start-up
 extern constinit SystemAllocator g_system;
 extern constinit Arena g_arena;
 extern constinit PageMap g_pagemap;

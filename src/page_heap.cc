@@ -122,8 +122,19 @@ Span* PageHeap::Carve(Span* span, Length n) {
 bool PageHeap::GrowHeap(Length n) {
   size_t bytes = n.bytes() < kMinSystemAlloc ? kMinSystemAlloc : n.bytes();
   if (bytes < n.bytes()) return false;
+  if (limit_ != 0) {
+    size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
+    if (mapped + bytes > limit_) bytes = n.bytes();  // near the limit: no slack chunk
+    if (mapped + bytes > limit_) {
+      // Give back free runs first; growing into released address space is still growth.
+      ReleaseAtLeastNPages(Length::FromBytesRoundUp(mapped + bytes - limit_));
+      mapped = stats_.system_bytes - stats_.unmapped_bytes;
+      if (mapped + bytes > limit_) return false;
+    }
+  }
   size_t actual = 0;
-  void* p = system_->Alloc(bytes, kPageSize, &actual);
+  bool zeroed = false;
+  void* p = system_->Alloc(bytes, kPageSize, &actual, &zeroed);
   if (p == nullptr) return false;
   PageId start = PageId::FromPtr(p);
   Length len{actual >> kPageShift};
@@ -134,7 +145,7 @@ bool PageHeap::GrowHeap(Length n) {
   Span* s = NewSpan(start, len);
   if (s == nullptr) return false;
   stats_.system_bytes += actual;
-  s->fresh = true;
+  s->fresh = zeroed;
   s->location = Span::kNormal;
   s->free_since = clock_;
   MergeIntoFreeList(s);
@@ -191,6 +202,8 @@ void PageHeap::Delete(Span* span) {
   span->location = Span::kNormal;
   span->free_since = clock_;
   MergeIntoFreeList(span);
+  // Merging keeps `span` (it absorbs its neighbours), so it is the whole free run now.
+  if (aggressive_decommit_) ReleaseSpan(span);
 }
 
 Length PageHeap::ReleaseSpan(Span* s) {

@@ -62,6 +62,14 @@ class PageHeap {
   // The time stamped on spans as they become free (coarse, set by the maintenance tick).
   void set_clock(uint64_t now) { clock_ = now; }
 
+  // Limit on memory obtained from the system minus memory released back (0 = none).
+  // Growth beyond it first releases free runs, then fails.
+  void set_limit(size_t bytes) { limit_ = bytes; }
+  size_t limit() const { return limit_; }
+  // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
+  void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
+  bool aggressive_decommit() const { return aggressive_decommit_; }
+
   const PageHeapStats& stats() const { return stats_; }
   // Free runs by length: f(Length len, bool returned) for each free span.
   template <typename F>
@@ -111,6 +119,8 @@ class PageHeap {
   SpanTree large_returned_;
   PageHeapStats stats_;
   uint64_t clock_ = 0;
+  size_t limit_ = 0;
+  bool aggressive_decommit_ = false;
 };
 
 }  // namespace tcm

@@ -100,6 +100,14 @@ constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
 
 inline constexpr size_t kNumClasses = size_class_internal::kTable.count;
 
+namespace size_class_internal {
+constexpr std::array<uint16_t, kMaxClasses> InitialBatches() {
+  std::array<uint16_t, kMaxClasses> b{};
+  for (size_t cl = 0; cl < kTable.count; ++cl) b[cl] = kTable.info[cl].batch;
+  return b;
+}
+}  // namespace size_class_internal
+
 // Immutable, compile-time tables: usable before any initialisation.
 struct SizeMap {
   static constexpr auto& kInfo = size_class_internal::kTable.info;
@@ -112,10 +120,24 @@ struct SizeMap {
   }
   static constexpr size_t ClassSize(size_t cl) { return kInfo[cl].size; }
   static constexpr size_t ClassPages(size_t cl) { return kInfo[cl].pages; }
-  static constexpr size_t NumToMove(size_t cl) { return kInfo[cl].batch; }
+  // num_objects_to_move: the compile-time batch, capped at run time by
+  // TCMALLOC_TRANSFER_NUM_OBJ (SetMaxBatch, before any cache exists).
+  static size_t NumToMove(size_t cl) { return batch_[cl]; }
+  static void SetMaxBatch(size_t max_batch) {
+    for (size_t cl = 1; cl < kNumClasses; ++cl) {
+      size_t n = 64 * 1024 / kInfo[cl].size;
+      if (n < 2) n = 2;
+      if (n > max_batch) n = max_batch;
+      batch_[cl] = static_cast<uint16_t>(n);
+    }
+  }
   static constexpr size_t ObjectsPerSpan(size_t cl) {
     return kInfo[cl].pages * kPageSize / kInfo[cl].size;
   }
+
+ private:
+  static inline constinit std::array<uint16_t, size_class_internal::kMaxClasses> batch_ =
+      size_class_internal::InitialBatches();
 };
 
 // Compile-time guarantees the rest of the allocator relies on.

@@ -1,29 +1,88 @@
 #include "system_alloc.h"
 
-#include <cstdint>
+#include <cstring>
 
 #include "base/config.h"
+#include "base/log.h"
 #include "platform/os.h"
 
 namespace tcm {
 
 static size_t RoundUp(size_t n, size_t align) { return (n + align - 1) & ~(align - 1); }
 
-void* SystemAllocator::Alloc(size_t bytes, size_t alignment, size_t* actual) {
+const char* SystemAllocator::SourceName(Source s) {
+  static const char* const kNames[kNumSources] = {"user", "memfs", "devmem", "mmap", "sbrk"};
+  return kNames[s];
+}
+
+size_t SystemAllocator::total_bytes() const {
+  size_t t = 0;
+  for (size_t b : bytes_) t += b;
+  return t;
+}
+
+void SystemAllocator::SetUserSource(UserAllocFn fn, void* ctx) {
+  SpinLockHolder h(&lock_);
+  user_fn_ = fn;
+  user_ctx_ = ctx;
+  enabled_[kUser] = fn != nullptr;
+}
+
+void SystemAllocator::ConfigureMemfs(const char* dir, size_t limit, bool abort_on_fail,
+                                     bool ignore_mmap_fail, bool map_private) {
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof(memfs_dir_)) return;
+  memcpy(memfs_dir_, dir, n + 1);
+  memfs_limit_ = limit;
+  memfs_abort_ = abort_on_fail;
+  memfs_ignore_mmap_fail_ = ignore_mmap_fail;
+  memfs_private_ = map_private;
+  enabled_[kMemfs] = true;
+}
+
+void SystemAllocator::ConfigureDevmem(const char* device, size_t start, size_t limit) {
+  size_t n = strlen(device);
+  if (n == 0 || n >= sizeof(devmem_path_) || (limit != 0 && limit <= start)) return;
+  memcpy(devmem_path_, device, n + 1);
+  devmem_cursor_ = start;
+  devmem_limit_ = limit;
+  enabled_[kDevmem] = true;
+}
+
+void* SystemAllocator::Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed) {
   if (alignment < kPageSize) alignment = kPageSize;
   if (bytes > kMaxAllocation) return nullptr;
   bytes = RoundUp(bytes, alignment);
-  void* p = nullptr;
-  if (enabled_[kMmap]) {
-    p = AllocMmap(bytes, alignment);
-    if (p != nullptr) bytes_[kMmap] += bytes;
+  for (int s = 0; s < kNumSources; ++s) {
+    if (!enabled_[s]) continue;
+    void* p = nullptr;
+    switch (static_cast<Source>(s)) {
+      case kUser: {
+        size_t got = 0;
+        p = user_fn_(user_ctx_, bytes, &got, alignment);
+        if (p != nullptr && (got < bytes || (reinterpret_cast<uintptr_t>(p) & (alignment - 1)) != 0)) {
+          Log("user SysAllocator returned %zu bytes at %p for a request of %zu aligned to %zu; ignoring it",
+              got, p, bytes, alignment);
+          p = nullptr;  // unusable; leaked rather than misused
+        }
+        if (p != nullptr) bytes = got & ~(kPageSize - 1);
+        break;
+      }
+      case kMemfs: p = AllocMemfs(bytes, alignment); break;
+      case kDevmem: p = AllocDevmem(bytes, alignment); break;
+      case kMmap: p = AllocMmap(bytes, alignment); break;
+      case kSbrk: p = AllocSbrk(bytes, alignment); break;
+      case kNumSources: break;
+    }
+    if (p == nullptr) continue;
+    bytes_[s] += bytes;
+    if (actual != nullptr) *actual = bytes;
+    // Fresh anonymous memory, fresh file pages and a new program break read as zero; a
+    // device window or a program's allocator may not.
+    if (zeroed != nullptr) *zeroed = s == kMmap || s == kSbrk || s == kMemfs;
+    return p;
   }
-  if (p == nullptr && enabled_[kSbrk]) {
-    p = AllocSbrk(bytes, alignment);
-    if (p != nullptr) bytes_[kSbrk] += bytes;
-  }
-  if (p != nullptr && actual != nullptr) *actual = bytes;
-  return p;
+  return nullptr;
 }
 
 void* SystemAllocator::AllocMmap(size_t bytes, size_t alignment) {
@@ -41,7 +100,7 @@ void* SystemAllocator::AllocMmap(size_t bytes, size_t alignment) {
 }
 
 void* SystemAllocator::AllocSbrk(size_t bytes, size_t alignment) {
-  SpinLockHolder h(&sbrk_lock_);
+  SpinLockHolder h(&lock_);
   // Someone else (a foreign allocator, the program) may move the break between our calls;
   // take the current break, ask for enough to align, and give back nothing on failure.
   char* cur = static_cast<char*>(os::Sbrk(0));
@@ -59,6 +118,73 @@ void* SystemAllocator::AllocSbrk(size_t bytes, size_t alignment) {
   return got + pad;
 }
 
-bool SystemAllocator::Release(void* p, size_t bytes) { return os::ReleasePages(p, bytes); }
+void* SystemAllocator::AllocMemfs(size_t bytes, size_t alignment) {
+  SpinLockHolder h(&lock_);
+  if (memfs_limit_ != 0 && bytes_[kMemfs] + bytes > memfs_limit_) {
+    if (memfs_abort_) Crash("memfs: limit of %zu bytes reached (TCMALLOC_MEMFS_ABORT_ON_FAIL)", memfs_limit_);
+    return nullptr;
+  }
+  int fd = os::CreateUnlinkedFile(memfs_dir_);
+  if (fd < 0) {
+    if (memfs_abort_) Crash("memfs: cannot create a file in %s", memfs_dir_);
+    Log("memfs: cannot create a file in %s; falling back to the next memory source", memfs_dir_);
+    enabled_[kMemfs] = false;
+    return nullptr;
+  }
+  // Over-size by the alignment so an aligned block of `bytes` fits in the mapping.
+  size_t map_len = bytes + alignment;
+  void* p = nullptr;
+  if (os::ResizeFile(fd, map_len)) p = os::MapFile(fd, map_len, 0, !memfs_private_);
+  os::CloseFd(fd);  // the mapping keeps the (unlinked) file alive
+  if (p == nullptr) {
+    if (memfs_abort_) Crash("memfs: mmap of %zu bytes in %s failed", map_len, memfs_dir_);
+    if (!memfs_ignore_mmap_fail_) {
+      Log("memfs: mmap of %zu bytes in %s failed; falling back to the next memory source", map_len, memfs_dir_);
+      enabled_[kMemfs] = false;
+    }
+    return nullptr;
+  }
+  char* raw = static_cast<char*>(p);
+  char* aligned = reinterpret_cast<char*>(RoundUp(reinterpret_cast<uintptr_t>(raw), alignment));
+  return aligned;  // the slack at both ends stays mapped and unused
+}
+
+void* SystemAllocator::AllocDevmem(size_t bytes, size_t alignment) {
+  SpinLockHolder h(&lock_);
+  if (devmem_fd_ < 0) {
+    devmem_fd_ = os::OpenReadWrite(devmem_path_);
+    if (devmem_fd_ < 0) {
+      Log("devmem: cannot open %s; falling back to the next memory source", devmem_path_);
+      enabled_[kDevmem] = false;
+      return nullptr;
+    }
+  }
+  // The device maps at 4 KiB granularity: map one extra 4 KiB page and trim, so the block
+  // we keep is aligned in the address space too.
+  size_t offset = RoundUp(devmem_cursor_, 4096);
+  size_t map_len = bytes + (alignment > 4096 ? alignment - 4096 : 0);
+  size_t end = offset + map_len;
+  size_t file_size = os::FileSizeIfRegular(devmem_fd_);  // 0 for devices: size unknown
+  if ((devmem_limit_ != 0 && end > devmem_limit_) || (file_size != 0 && end > file_size)) {
+    return nullptr;  // the window is used up
+  }
+  char* raw = static_cast<char*>(os::MapFile(devmem_fd_, map_len, offset, true));
+  if (raw == nullptr) {
+    Log("devmem: cannot map %s at offset %zu; falling back to the next memory source", devmem_path_, offset);
+    enabled_[kDevmem] = false;
+    return nullptr;
+  }
+  devmem_cursor_ = end;
+  char* aligned = reinterpret_cast<char*>(RoundUp(reinterpret_cast<uintptr_t>(raw), alignment));
+  if (aligned > raw) os::Unmap(raw, static_cast<size_t>(aligned - raw));
+  size_t tail = static_cast<size_t>(raw + map_len - (aligned + bytes));
+  if (tail > 0) os::Unmap(aligned + bytes, tail);
+  return aligned;
+}
+
+bool SystemAllocator::Release(void* p, size_t bytes) {
+  if (!release_enabled_) return false;
+  return os::ReleasePages(p, bytes);
+}
 
 }  // namespace tcm

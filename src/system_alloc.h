@@ -1,13 +1,23 @@
 // System allocator: where the page heap's memory comes from.
 //
-// Sources are tried in order (mmap, then sbrk, unless one is disabled), and memory is always
-// requested in page-aligned chunks of at least kMinSystemAlloc, never per allocation.
-// Locking: callers hold the page heap lock (the arena holds its own lock); the counters are
-// only written under those locks.
+// Sources are tried in a fixed order, each falling back to the next:
+//   user    a SysAllocator plugged in by the program (MallocExtension::SetSystemAllocator)
+//   memfs   files created and unlinked in a hugetlbfs/tmpfs directory, mapped shared (or
+//           private), up to a size limit (TCMALLOC_MEMFS_*)
+//   devmem  an offset window of a device file, /dev/mem by default (TCMALLOC_DEVMEM_*);
+//           modern kernels refuse /dev/mem mappings, and then this source simply fails
+//   mmap    anonymous memory (unless TCMALLOC_SKIP_MMAP)
+//   sbrk    the program break (unless TCMALLOC_SKIP_SBRK)
+// Memory is always requested in page-aligned chunks of at least kMinSystemAlloc, never
+// per allocation. Bytes obtained are counted per source.
+//
+// Locking: Alloc is called with the page heap lock held; the sources' own state (sbrk,
+// memfs and devmem cursors) is additionally guarded by lock_.
 #ifndef TCMALLOC_SYSTEM_ALLOC_H_
 #define TCMALLOC_SYSTEM_ALLOC_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/spinlock.h"
 
@@ -15,30 +25,58 @@ namespace tcm {
 
 class SystemAllocator {
  public:
-  enum Source { kMmap = 0, kSbrk = 1, kNumSources = 2 };
+  enum Source { kUser = 0, kMemfs, kDevmem, kMmap, kSbrk, kNumSources };
+  using UserAllocFn = void* (*)(void* ctx, size_t size, size_t* actual, size_t alignment);
 
   constexpr SystemAllocator() = default;
 
-  // Returns zero-filled memory of at least `bytes` (rounded up to a whole number of
-  // `alignment`-multiples), aligned to `alignment` (a power of two >= kPageSize);
-  // *actual receives the size obtained. nullptr if every enabled source failed.
-  void* Alloc(size_t bytes, size_t alignment, size_t* actual);
+  // Returns memory of at least `bytes` (rounded up to a multiple of `alignment`), aligned to
+  // `alignment` (a power of two >= kPageSize); *actual receives the size obtained and
+  // *zeroed whether it is known to read as zeros. nullptr if every enabled source failed.
+  void* Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
 
-  // Returns physical memory of a range we obtained back to the OS; false if unsupported.
+  // Returns physical memory of a range we obtained back to the OS; false if unsupported
+  // or disabled (TCMALLOC_DISABLE_MEMORY_RELEASE).
   bool Release(void* p, size_t bytes);
 
   void set_enabled(Source s, bool on) { enabled_[s] = on; }
   bool enabled(Source s) const { return enabled_[s]; }
+  void set_release_enabled(bool on) { release_enabled_ = on; }
   size_t bytes_from(Source s) const { return bytes_[s]; }
-  size_t total_bytes() const { return bytes_[kMmap] + bytes_[kSbrk]; }
+  size_t total_bytes() const;
+  static const char* SourceName(Source s);
+
+  void SetUserSource(UserAllocFn fn, void* ctx);
+  // memfs: directory, limit in bytes (0 = none), flags.
+  void ConfigureMemfs(const char* dir, size_t limit, bool abort_on_fail, bool ignore_mmap_fail,
+                      bool map_private);
+  // devmem: device path and the window [start, limit) in bytes (limit 0 = unbounded).
+  void ConfigureDevmem(const char* device, size_t start, size_t limit);
 
  private:
   void* AllocMmap(size_t bytes, size_t alignment);
   void* AllocSbrk(size_t bytes, size_t alignment);
+  void* AllocMemfs(size_t bytes, size_t alignment);
+  void* AllocDevmem(size_t bytes, size_t alignment);
 
-  SpinLock sbrk_lock_;  // sbrk is process-global state
-  bool enabled_[kNumSources] = {true, true};
-  size_t bytes_[kNumSources] = {0, 0};
+  SpinLock lock_;
+  bool enabled_[kNumSources] = {false, false, false, true, true};
+  bool release_enabled_ = true;
+  size_t bytes_[kNumSources] = {};
+
+  UserAllocFn user_fn_ = nullptr;
+  void* user_ctx_ = nullptr;
+
+  char memfs_dir_[256] = {};
+  size_t memfs_limit_ = 0;
+  bool memfs_abort_ = false;
+  bool memfs_ignore_mmap_fail_ = false;
+  bool memfs_private_ = false;
+
+  char devmem_path_[256] = {};
+  int devmem_fd_ = -1;
+  size_t devmem_cursor_ = 0;
+  size_t devmem_limit_ = 0;
 };
 
 }  // namespace tcm

@@ -5,11 +5,13 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -91,6 +93,58 @@ void SleepNs(uint64_t ns) {
   ts.tv_nsec = static_cast<long>(ns % 1000000000ull);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+}
+
+int CreateUnlinkedFile(const char* dir) {
+  int saved = errno;
+  // O_TMPFILE makes the file nameless from the start (tmpfs, ext4); hugetlbfs lacks it,
+  // so fall back to a unique name that is unlinked at once.
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    char path[512];
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      snprintf(path, sizeof(path), "%s/tcmalloc.%d.%d", dir, GetPid(), attempt);
+      fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+      if (fd >= 0) unlink(path);
+      else if (errno != EEXIST) break;
+    }
+  }
+  errno = saved;
+  return fd;
+}
+
+int OpenReadWrite(const char* path) {
+  int saved = errno;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  errno = saved;
+  return fd;
+}
+
+bool ResizeFile(int fd, size_t bytes) {
+  int saved = errno;
+  bool ok = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
+  errno = saved;
+  return ok;
+}
+
+void* MapFile(int fd, size_t bytes, size_t offset, bool shared) {
+  int saved = errno;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd,
+                 static_cast<off_t>(offset));
+  errno = saved;
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void CloseFd(int fd) {
+  int saved = errno;
+  close(fd);
+  errno = saved;
+}
+
+size_t FileSizeIfRegular(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  return static_cast<size_t>(st.st_size);
 }
 
 int GetPid() { return static_cast<int>(syscall(SYS_getpid)); }

@@ -38,6 +38,16 @@ bool GetEnv(const char* name, char* buf, size_t len);
 
 int GetPid();
 
+// Files for the memfs and device memory sources. Each returns -1/nullptr/false on failure.
+int CreateUnlinkedFile(const char* dir);  // a new file in dir, already unlinked
+int OpenReadWrite(const char* path);
+bool ResizeFile(int fd, size_t bytes);
+// Maps bytes of fd at offset (a multiple of 4 KiB), shared or private, read-write.
+void* MapFile(int fd, size_t bytes, size_t offset, bool shared);
+void CloseFd(int fd);
+// Size of fd if it is a regular file, 0 otherwise (devices).
+size_t FileSizeIfRegular(int fd);
+
 // Monotonic time in ns from the coarse clock (vDSO: no syscall, ~4 ms resolution).
 uint64_t MonotonicCoarseNs();
 void SleepNs(uint64_t ns);

@@ -1,0 +1,17 @@
+// Stack capture that is safe inside the allocator: no malloc, no locks of ours.
+// Uses the compiler runtime's unwinder (_Unwind_Backtrace), which reads .eh_frame and so
+// works on code built without frame pointers.
+#ifndef TCMALLOC_PLATFORM_STACK_TRACE_H_
+#define TCMALLOC_PLATFORM_STACK_TRACE_H_
+
+namespace tcm::os {
+
+inline constexpr int kMaxStackDepth = 64;
+
+// Fills pcs with up to max_depth return addresses of the calling thread, innermost first,
+// skipping `skip` frames above the caller of GetStackTrace. Returns the depth captured.
+int GetStackTrace(void** pcs, int max_depth, int skip);
+
+}  // namespace tcm::os
+
+#endif  // TCMALLOC_PLATFORM_STACK_TRACE_H_
