@@ -184,16 +184,9 @@ void* AllocateAligned(size_t align, size_t size) {
 }
 
 size_t UsableSize(const void* p, const char* who) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (addr >> kAddressBits) InvalidPointer(who, p);
-  const size_t cl = g_pagemap.ClassOf(addr);
-  if (cl != 0) return SizeMap::ClassSize(cl);
-  const PageId page = PageId::FromAddr(addr);
-  Span* span = g_pagemap.GetSpan(page);
-  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
-      span->location != Span::kInUse || span->sizeclass != 0)
-    InvalidPointer(who, p);
-  return span->length.bytes();
+  size_t n = OwnedSize(p);
+  if (n == 0) InvalidPointer(who, p);
+  return n;
 }
 
 void* Reallocate(void* p, size_t size) {
@@ -267,7 +260,10 @@ HeapTotals ComputeTotals() {
     t.in_use_spans = s.in_use_spans;
   }
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    t.central_free_bytes += g_central[cl].free_objects() * SizeMap::ClassSize(cl);
+    // The tail of each span that holds no whole object belongs to the central list too:
+    // the application never sees it, so it must not count as in use.
+    const size_t tail = SizeMap::ClassPages(cl) * kPageSize - SizeMap::ObjectsPerSpan(cl) * SizeMap::ClassSize(cl);
+    t.central_free_bytes += g_central[cl].free_objects() * SizeMap::ClassSize(cl) + g_central[cl].num_spans() * tail;
     t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
   }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
@@ -277,6 +273,43 @@ HeapTotals ComputeTotals() {
                       t.transfer_cache_bytes + t.thread_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
   return t;
+}
+
+size_t ReleaseToSystem(size_t bytes) {
+  EnsureInitialized();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
+  SpinLockHolder h(g_pageheap.lock());
+  return g_pageheap.ReleaseAtLeastNPages(Length::FromBytesRoundUp(bytes)).bytes();
+}
+
+size_t CallingThreadCacheSize() {
+  ThreadCache* tc = tls_cache;
+  return tc == &g_empty_cache ? 0 : tc->size();
+}
+
+void ReleaseCallingThreadCache(bool destroy) {
+  ThreadCache* tc = tls_cache;
+  if (tc == &g_empty_cache) return;
+  if (!destroy) {
+    tc->ReleaseAll();
+    return;
+  }
+  tls_cache = &g_empty_cache;
+  pthread_setspecific(g_exit_key, nullptr);
+  g_caches.Destroy(tc);
+}
+
+size_t OwnedSize(const void* p) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (p == nullptr || (addr >> kAddressBits) != 0) return 0;
+  const size_t cl = g_pagemap.ClassOf(addr);
+  if (cl != 0) return SizeMap::ClassSize(cl);
+  const PageId page = PageId::FromAddr(addr);
+  Span* span = g_pagemap.GetSpan(page);
+  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
+      span->location != Span::kInUse || span->sizeclass != 0)
+    return 0;
+  return span->length.bytes();
 }
 
 size_t ReleaseFreeMemory() {

@@ -99,6 +99,14 @@ struct HeapTotals {
 HeapTotals ComputeTotals();
 // Releases every free page-heap run to the OS; returns bytes released.
 size_t ReleaseFreeMemory();
+// Releases at least `bytes` of free memory if there is that much; returns bytes released.
+size_t ReleaseToSystem(size_t bytes);
+// The calling thread's cache: its bytes, or give them all back (destroy = forget the
+// cache too; the next allocation builds a new one).
+size_t CallingThreadCacheSize();
+void ReleaseCallingThreadCache(bool destroy);
+// What the allocator knows about p: 0 = not ours, else its usable size.
+size_t OwnedSize(const void* p);
 
 }  // namespace tcm
 

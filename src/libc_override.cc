@@ -181,7 +181,7 @@ TCM_EXPORT int tc_mallopt(int, int) noexcept { return 1; }
 TCM_EXPORT void tc_malloc_stats(void) noexcept {
   char buf[2048];
   Printer out(buf, sizeof(buf));
-  PrintHeapSummary(&out, ComputeTotals());
+  PrintStats(&out, 1);
   os::WriteStderr(buf, out.written());
 }
 

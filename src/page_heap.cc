@@ -145,6 +145,13 @@ bool PageHeap::GrowHeap(Length n) {
   Span* s = NewSpan(start, len);
   if (s == nullptr) return false;
   stats_.system_bytes += actual;
+  if (auto* rec = static_cast<GrowthRecord*>(arena_->Alloc(sizeof(GrowthRecord)))) {
+    rec->bytes = actual;
+    rec->depth = os::GetStackTrace(rec->pcs, os::kMaxStackDepth, 1);
+    rec->next = growth_;
+    growth_ = rec;
+    ++growth_count_;
+  }
   s->fresh = zeroed;
   s->location = Span::kNormal;
   s->free_since = clock_;

@@ -21,6 +21,7 @@
 #include "arena.h"
 #include "base/spinlock.h"
 #include "pagemap.h"
+#include "platform/stack_trace.h"
 #include "span.h"
 #include "span_tree.h"
 #include "system_alloc.h"
@@ -34,6 +35,14 @@ struct PageHeapStats {
   size_t in_use_spans = 0;    // spans handed out (large objects and small-object spans)
   size_t released_bytes_total = 0;
   uint64_t release_calls = 0;
+};
+
+// One heap growth: how much the page heap asked the system for, and from where.
+struct GrowthRecord {
+  size_t bytes;
+  int depth;
+  void* pcs[os::kMaxStackDepth];
+  GrowthRecord* next;
 };
 
 class PageHeap {
@@ -82,6 +91,15 @@ class PageHeap {
     large_returned_.ForEach(f);
   }
 
+  // Newest first; records live forever in the arena (one per >= 1 MiB of growth).
+  const GrowthRecord* growth_records() const { return growth_; }
+  size_t growth_record_count() const { return growth_count_; }
+
+  // Visits every span that starts at a page the pagemap knows, in address order, from
+  // page `from`: f(Span*) returns false to stop; returns the page after the last visited.
+  template <typename F>
+  PageId ForEachSpanFrom(PageId from, F f);
+
   // Checks every invariant above; crashes with a message on the first violation.
   void Verify();
 
@@ -119,9 +137,31 @@ class PageHeap {
   SpanTree large_returned_;
   PageHeapStats stats_;
   uint64_t clock_ = 0;
+  GrowthRecord* growth_ = nullptr;
+  size_t growth_count_ = 0;
   size_t limit_ = 0;
   bool aggressive_decommit_ = false;
 };
+
+template <typename F>
+PageId PageHeap::ForEachSpanFrom(PageId from, F f) {
+  PageId p = from;
+  const PageId end{uintptr_t{1} << PageMap::kPageBits};
+  while (p < end) {
+    if (!pagemap_->LeafExists(p)) {
+      p = PageId{((p.index >> PageMap::kLeafBits) + 1) << PageMap::kLeafBits};
+      continue;
+    }
+    Span* s = pagemap_->GetSpan(p);
+    if (s != nullptr && s->start == p) {
+      if (!f(s)) return p + s->length;
+      p = p + s->length;
+    } else {
+      p = p + Length{1};
+    }
+  }
+  return end;
+}
 
 }  // namespace tcm
 

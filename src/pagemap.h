@@ -59,6 +59,12 @@ class PageMap {
     return LeafFor(p)->spans[p.index & (kLeafLength - 1)];
   }
 
+  // True if a real leaf covers page p (false for pages no span was ever recorded around).
+  bool LeafExists(PageId p) const {
+    if (p.index >> kPageBits) return false;
+    return LeafFor(p) != &empty_leaf_;
+  }
+
   // Makes sure nodes exist for [start, start+n). Returns false if the allocator failed.
   bool Ensure(PageId start, Length n);
 

@@ -49,11 +49,19 @@ void SystemAllocator::ConfigureDevmem(const char* device, size_t start, size_t l
   enabled_[kDevmem] = true;
 }
 
+void* SystemAllocator::AllocBuiltin(size_t bytes, size_t alignment, size_t* actual) {
+  return AllocFrom(kMemfs, bytes, alignment, actual, nullptr);
+}
+
 void* SystemAllocator::Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed) {
+  return AllocFrom(kUser, bytes, alignment, actual, zeroed);
+}
+
+void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size_t* actual, bool* zeroed) {
   if (alignment < kPageSize) alignment = kPageSize;
   if (bytes > kMaxAllocation) return nullptr;
   bytes = RoundUp(bytes, alignment);
-  for (int s = 0; s < kNumSources; ++s) {
+  for (int s = first; s < kNumSources; ++s) {
     if (!enabled_[s]) continue;
     void* p = nullptr;
     switch (static_cast<Source>(s)) {

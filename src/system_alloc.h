@@ -35,6 +35,10 @@ class SystemAllocator {
   // *zeroed whether it is known to read as zeros. nullptr if every enabled source failed.
   void* Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
 
+  // Like Alloc, but only from the built-in sources (a program's SysAllocator falls back
+  // to these). Counts the bytes under the source that gave them.
+  void* AllocBuiltin(size_t bytes, size_t alignment, size_t* actual);
+
   // Returns physical memory of a range we obtained back to the OS; false if unsupported
   // or disabled (TCMALLOC_DISABLE_MEMORY_RELEASE).
   bool Release(void* p, size_t bytes);
@@ -54,6 +58,7 @@ class SystemAllocator {
   void ConfigureDevmem(const char* device, size_t start, size_t limit);
 
  private:
+  void* AllocFrom(int first_source, size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
   void* AllocMmap(size_t bytes, size_t alignment);
   void* AllocSbrk(size_t bytes, size_t alignment);
   void* AllocMemfs(size_t bytes, size_t alignment);

@@ -147,7 +147,7 @@ void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
     if (next_victim_ == nullptr) next_victim_ = head_;
     ThreadCache* victim = next_victim_;
     next_victim_ = victim->next_;
-    if (victim == tc || victim->max_size() < kMinCacheSize + kStealAmount) continue;
+    if (victim == tc || victim->max_size() < min_per_thread_ + kStealAmount) continue;
     // The victim applies its smaller budget at its next collection.
     victim->stolen_.fetch_add(kStealAmount, std::memory_order_relaxed);
     tc->SetMaxSize(tc->max_size_ + kStealAmount);
@@ -170,6 +170,13 @@ size_t ThreadCacheRegistry::TotalCachedBytes() {
     if (held > 0) total += static_cast<size_t>(held);
   }
   return total;
+}
+
+void ThreadCacheRegistry::AddListLengths(size_t* counts) {
+  SpinLockHolder h(&lock_);
+  for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_)
+    for (size_t cl = 1; cl < kNumClasses; ++cl)
+      counts[cl] += __atomic_load_n(&tc->lists_[cl].length, __ATOMIC_RELAXED);
 }
 
 size_t ThreadCacheRegistry::TotalMaxSize() {

@@ -119,6 +119,11 @@ class ThreadCacheRegistry {
   // Sum over caches of bytes held (racy, for stats).
   size_t TotalCachedBytes();
   size_t TotalMaxSize();
+  // Adds each class's cached object count over all caches into counts[cl] (racy).
+  void AddListLengths(size_t* counts);
+  // The floor a cache's budget is never stolen below (tcmalloc.min_per_thread_cache_bytes).
+  void set_min_per_thread(size_t bytes) { min_per_thread_ = bytes; }
+  size_t min_per_thread() const { return min_per_thread_; }
 
   SpinLock* lock() { return &lock_; }
   void ResetLockAfterFork() { lock_.ResetAfterFork(); }
@@ -129,6 +134,7 @@ class ThreadCacheRegistry {
   ThreadCache* next_victim_ = nullptr;
   MetadataFreeList<ThreadCache> alloc_;
   size_t count_ = 0;
+  size_t min_per_thread_ = kMinCacheSize;
   size_t max_total_ = kDefaultMaxTotalCacheSize;
   intptr_t unclaimed_ = static_cast<intptr_t>(kDefaultMaxTotalCacheSize);
 };
