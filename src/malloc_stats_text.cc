@@ -59,15 +59,16 @@ static void PrintClassTable(Printer* out) {
   ClassStats stats[kNumClasses];
   CollectClassStats(stats);
   out->Printf("------------------------------------------------\n");
-  out->Printf("Size classes: objects in use, bytes free per tier (thread / transfer / central), spans\n");
+  out->Printf("Size classes: objects in use, bytes free per tier (thread / transfer / central), spans, batch\n");
   out->Printf("------------------------------------------------\n");
-  out->Printf("class %8s %12s %12s %12s %12s %8s\n", "size", "in use", "thread", "transfer", "central", "spans");
+  out->Printf("class %8s %12s %12s %12s %12s %8s %6s\n", "size", "in use", "thread", "transfer", "central", "spans",
+              "batch");
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     const ClassStats& c = stats[cl];
     if (c.spans == 0 && c.thread_free == 0) continue;
     size_t sz = SizeMap::ClassSize(cl);
-    out->Printf("%5zu %8zu %12zu %12zu %12zu %12zu %8zu\n", cl, sz, c.in_use_objects, c.thread_free * sz,
-                c.transfer_free * sz, c.central_free * sz, c.spans);
+    out->Printf("%5zu %8zu %12zu %12zu %12zu %12zu %8zu %6zu\n", cl, sz, c.in_use_objects, c.thread_free * sz,
+                c.transfer_free * sz, c.central_free * sz, c.spans, SizeMap::NumToMove(cl));
   }
 }
 

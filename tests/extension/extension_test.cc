@@ -1,0 +1,308 @@
+// MallocExtension as a gperftools user sees it: every numeric property, GetStats, the
+// walks (Ranges, free lists, growth stacks), ownership, thread-cache controls, release,
+// a pluggable SysAllocator, and the malloc hooks.
+#include <gperftools/malloc_extension.h>
+#include <gperftools/malloc_hook.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+MallocExtension* Ext() { return MallocExtension::instance(); }
+
+size_t Prop(const char* name) {
+  size_t v = 0;
+  EXPECT_TRUE(Ext()->GetNumericProperty(name, &v)) << name;
+  return v;
+}
+
+// Keeps the compiler from eliding allocations.
+void* volatile g_sink;
+
+TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
+  const char* names[] = {"generic.current_allocated_bytes", "generic.heap_size", "generic.total_physical_bytes",
+                         "tcmalloc.pageheap_free_bytes", "tcmalloc.pageheap_unmapped_bytes", "tcmalloc.slack_bytes",
+                         "tcmalloc.central_cache_free_bytes", "tcmalloc.transfer_cache_free_bytes",
+                         "tcmalloc.thread_cache_free_bytes", "tcmalloc.max_total_thread_cache_bytes",
+                         "tcmalloc.current_total_thread_cache_bytes", "tcmalloc.metadata_bytes",
+                         "tcmalloc.min_per_thread_cache_bytes", "tcmalloc.impl.thread_cache_count",
+                         "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit"};
+  for (const char* n : names) Prop(n);
+  size_t v = 12345;
+  EXPECT_FALSE(Ext()->GetNumericProperty("tcmalloc.no_such_property", &v));
+  EXPECT_FALSE(Ext()->SetNumericProperty("tcmalloc.no_such_property", 1));
+  EXPECT_FALSE(Ext()->SetNumericProperty("generic.heap_size", 1)) << "read-only";
+}
+
+TEST(Properties, AllocatedBytesFollowTheApplication) {
+  delete[] (new char[200]);  // warm the class up: its span exists afterwards
+  const size_t before = Prop("generic.current_allocated_bytes");
+  delete[] (new char[200]);
+  EXPECT_EQ(Prop("generic.current_allocated_bytes"), before) << "freed memory in caches is not 'allocated'";
+
+  void* big = malloc(10 << 20);
+  g_sink = big;
+  const size_t during = Prop("generic.current_allocated_bytes");
+  EXPECT_GE(during, before + (10 << 20));
+  EXPECT_GE(Prop("generic.heap_size"), during);
+  free(big);
+  EXPECT_LT(Prop("generic.current_allocated_bytes"), during - (9 << 20));
+}
+
+TEST(Properties, SlackIsFreePlusUnmappedAndPhysicalExcludesUnmapped) {
+  free(malloc(20 << 20));
+  Ext()->ReleaseFreeMemory();
+  const size_t unmapped = Prop("tcmalloc.pageheap_unmapped_bytes");
+  EXPECT_GE(unmapped, size_t{20} << 20);
+  EXPECT_EQ(Prop("tcmalloc.slack_bytes"), Prop("tcmalloc.pageheap_free_bytes") + Prop("tcmalloc.pageheap_unmapped_bytes"));
+  EXPECT_EQ(Prop("generic.total_physical_bytes"),
+            Prop("generic.heap_size") + Prop("tcmalloc.metadata_bytes") - Prop("tcmalloc.pageheap_unmapped_bytes"));
+}
+
+TEST(Properties, SettableOnesRoundTrip) {
+  const char* names[] = {"tcmalloc.max_total_thread_cache_bytes", "tcmalloc.min_per_thread_cache_bytes",
+                         "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb",
+                         "tcmalloc.aggressive_memory_decommit"};
+  const size_t values[] = {8 << 20, 128 << 10, 0, 0, 1};
+  for (size_t i = 0; i < 5; ++i) {
+    const size_t old = Prop(names[i]);
+    ASSERT_TRUE(Ext()->SetNumericProperty(names[i], values[i])) << names[i];
+    EXPECT_EQ(Prop(names[i]), values[i]) << names[i];
+    ASSERT_TRUE(Ext()->SetNumericProperty(names[i], old));
+  }
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.max_total_thread_cache_bytes", size_t{1} << 40));
+  EXPECT_EQ(Prop("tcmalloc.max_total_thread_cache_bytes"), size_t{1} << 30) << "clamped to 1 GiB";
+  Ext()->SetNumericProperty("tcmalloc.max_total_thread_cache_bytes", 16 << 20);
+}
+
+TEST(Properties, HeapLimitMakesGrowthFail) {
+  const size_t heap = Prop("generic.heap_size") - Prop("tcmalloc.pageheap_unmapped_bytes");
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.heap_limit_mb", (heap >> 20) + 64));
+  errno = 0;
+  void* p = malloc(256 << 20);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void* q = malloc(16 << 20);  // fits under the limit
+  EXPECT_NE(q, nullptr);
+  free(q);
+  Ext()->SetNumericProperty("tcmalloc.heap_limit_mb", 0);
+  p = malloc(256 << 20);
+  EXPECT_NE(p, nullptr);
+  free(p);
+}
+
+TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {
+  std::vector<void*> v;
+  for (int i = 0; i < 2000; ++i) v.push_back(malloc(64));
+  for (void* p : v) free(p);
+  EXPECT_GT(Ext()->GetThreadCacheSize(), 0u);
+  const size_t before = Prop("tcmalloc.current_total_thread_cache_bytes");
+  Ext()->MarkThreadIdle();
+  EXPECT_EQ(Ext()->GetThreadCacheSize(), 0u);
+  EXPECT_LT(Prop("tcmalloc.current_total_thread_cache_bytes"), before);
+  Ext()->MarkThreadBusy();
+  free(malloc(64));  // the cache comes back on demand
+
+  for (int i = 0; i < 2000; ++i) v[static_cast<size_t>(i)] = malloc(64);
+  for (void* p : v) free(p);
+  Ext()->MarkThreadTemporarilyIdle();
+  EXPECT_EQ(Ext()->GetThreadCacheSize(), 0u);
+}
+
+TEST(ThreadCaches, CountReturnsToOneAfterThreadsComeAndGo) {
+  for (int i = 0; i < 300; ++i) std::thread([] { g_sink = malloc(100); free(g_sink); }).join();
+  EXPECT_EQ(Prop("tcmalloc.impl.thread_cache_count"), 1u);
+}
+
+TEST(Stats, FitsAnyBufferAndHasEverySection) {
+  for (int len : {1, 2, 10, 100, 1000}) {
+    std::vector<char> buf(static_cast<size_t>(len) + 16, 'x');
+    Ext()->GetStats(buf.data(), len);
+    EXPECT_LT(strlen(buf.data()), static_cast<size_t>(len)) << len;
+    EXPECT_EQ(buf[static_cast<size_t>(len)], 'x') << "wrote past the end for " << len;
+  }
+  std::vector<char> buf(1 << 20);
+  g_sink = malloc(100);
+  Ext()->GetStats(buf.data(), static_cast<int>(buf.size()));
+  std::string s(buf.data());
+  for (const char* section : {"Bytes in use by application", "Bytes in page heap freelist",
+                              "Bytes in central cache freelist", "Bytes in transfer cache freelist",
+                              "Bytes in thread cache freelists", "Bytes in malloc metadata",
+                              "Bytes released to OS", "Thread heaps in use", "Size classes",
+                              "Page heap free runs", "Memory sources"})
+    EXPECT_NE(s.find(section), std::string::npos) << section;
+  free(g_sink);
+}
+
+TEST(Sizes, EstimatesOwnershipAndAllocatedSize) {
+  EXPECT_EQ(Ext()->GetEstimatedAllocatedSize(100), 112u);
+  void* p = malloc(100);
+  EXPECT_EQ(Ext()->GetAllocatedSize(p), 112u);
+  EXPECT_EQ(Ext()->GetOwnership(p), MallocExtension::kOwned);
+  int on_stack;
+  EXPECT_EQ(Ext()->GetOwnership(&on_stack), MallocExtension::kNotOwned);
+  EXPECT_EQ(Ext()->GetOwnership(nullptr), MallocExtension::kNotOwned);
+  EXPECT_EQ(Ext()->GetAllocatedSize(nullptr), 0u);
+  EXPECT_TRUE(Ext()->VerifyMallocMemory(p));
+  EXPECT_FALSE(Ext()->VerifyMallocMemory(&on_stack));
+  free(p);
+  EXPECT_TRUE(Ext()->VerifyAllMemory());
+}
+
+TEST(Walks, RangesCoverLiveBlocks) {
+  char* big = static_cast<char*>(malloc(3 << 20));
+  struct Seen {
+    uintptr_t target;
+    bool found = false;
+    size_t inuse = 0, free = 0;
+  } seen{reinterpret_cast<uintptr_t>(big)};
+  Ext()->Ranges(&seen, [](void* arg, const base::MallocRange* r) {
+    auto* s = static_cast<Seen*>(arg);
+    if (r->type == base::MallocRange::INUSE) {
+      s->inuse += r->length;
+      if (r->address <= s->target && s->target < r->address + r->length) s->found = true;
+    } else {
+      s->free += r->length;
+    }
+  });
+  EXPECT_TRUE(seen.found);
+  EXPECT_GE(seen.inuse, size_t{3} << 20);
+  free(big);
+}
+
+TEST(Walks, FreeListSizesNameEveryTier) {
+  std::vector<MallocExtension::FreeListInfo> v;
+  Ext()->GetFreeListSizes(&v);
+  ASSERT_FALSE(v.empty());
+  bool seen_central = false, seen_page = false, seen_thread = false;
+  for (const auto& f : v) {
+    std::string t = f.type;
+    seen_central |= t == "tcmalloc.central";
+    seen_page |= t == "tcmalloc.page";
+    seen_thread |= t == "tcmalloc.thread";
+    EXPECT_LE(f.min_object_size, f.max_object_size);
+  }
+  EXPECT_TRUE(seen_central && seen_page && seen_thread);
+}
+
+TEST(Walks, GrowthStacksAreAHeapProfile) {
+  std::string out;
+  g_sink = malloc(64 << 20);  // forces growth
+  Ext()->GetHeapGrowthStacks(&out);
+  free(g_sink);
+  EXPECT_EQ(out.rfind("heap profile: ", 0), 0u) << out.substr(0, 80);
+  EXPECT_NE(out.find("@ growth"), std::string::npos);
+  EXPECT_NE(out.find("\nMAPPED_LIBRARIES:\n"), std::string::npos);
+  void** traces = Ext()->ReadHeapGrowthStackTraces();
+  ASSERT_NE(traces, nullptr);
+  size_t entries = 0;
+  for (void** e = traces; e[0] != nullptr; e += 3 + reinterpret_cast<uintptr_t>(e[2])) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(e[0]), 1u);
+    EXPECT_GT(reinterpret_cast<uintptr_t>(e[1]), 0u);
+    ++entries;
+  }
+  EXPECT_GT(entries, 0u);
+  delete[] traces;
+  std::string sample;
+  Ext()->GetHeapSample(&sample);
+  EXPECT_EQ(sample.rfind("heap profile: ", 0), 0u);
+}
+
+TEST(Release, ReleaseToSystemReleasesAtLeastWhatWasAsked) {
+  free(malloc(32 << 20));
+  const size_t before = Prop("tcmalloc.pageheap_unmapped_bytes");
+  Ext()->ReleaseToSystem(8 << 20);
+  EXPECT_GE(Prop("tcmalloc.pageheap_unmapped_bytes"), before + (8 << 20));
+  Ext()->SetMemoryReleaseRate(3.5);
+  EXPECT_DOUBLE_EQ(Ext()->GetMemoryReleaseRate(), 3.5);
+  Ext()->SetMemoryReleaseRate(1.0);
+}
+
+TEST(Stats, MallocMemoryStatsCountsLiveBlocks) {
+  int blocks1 = 0, hist[kMallocHistogramSize];
+  size_t total1 = 0;
+  ASSERT_TRUE(Ext()->MallocMemoryStats(&blocks1, &total1, hist));
+  std::vector<void*> v;
+  for (int i = 0; i < 100; ++i) v.push_back(malloc(1 << 20));
+  int blocks2 = 0;
+  size_t total2 = 0;
+  ASSERT_TRUE(Ext()->MallocMemoryStats(&blocks2, &total2, hist));
+  EXPECT_GE(blocks2, blocks1 + 100);
+  EXPECT_GE(total2, total1 + (100u << 20));
+  EXPECT_GE(hist[20], 100);
+  for (void* p : v) free(p);
+}
+
+// A program's own memory source in front of ours, falling back to ours.
+class CountingSysAllocator : public SysAllocator {
+ public:
+  explicit CountingSysAllocator(SysAllocator* fallback) : fallback_(fallback) {}
+  void* Alloc(size_t size, size_t* actual, size_t alignment) override {
+    calls.fetch_add(1);
+    return fallback_->Alloc(size, actual, alignment);
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  SysAllocator* fallback_;
+};
+
+TEST(SystemAllocator, ProgramCanPlugInItsOwnSource) {
+  SysAllocator* builtin = Ext()->GetSystemAllocator();
+  ASSERT_NE(builtin, nullptr);
+  static CountingSysAllocator counting(builtin);
+  Ext()->SetSystemAllocator(&counting);
+  EXPECT_EQ(Ext()->GetSystemAllocator(), &counting);
+  // More than the whole heap holds: it must grow, through the plugged-in source.
+  void* p = malloc(Prop("generic.heap_size") + (64 << 20));
+  ASSERT_NE(p, nullptr);
+  memset(p, 1, 4096);
+  EXPECT_GT(counting.calls.load(), 0);
+  free(p);
+  Ext()->SetSystemAllocator(builtin);
+  EXPECT_EQ(Ext()->GetSystemAllocator(), builtin);
+}
+
+std::atomic<int> g_new_calls{0}, g_delete_calls{0};
+std::atomic<const void*> g_last_new{nullptr};
+std::atomic<size_t> g_last_size{0};
+
+TEST(Hooks, NewAndDeleteHooksSeeEveryCallWhileInstalled) {
+  auto on_new = [](const void* p, size_t size) {
+    g_new_calls++;
+    g_last_new = p;
+    g_last_size = size;
+    g_sink = malloc(10);  // a hook may allocate; its own calls are not hooked again
+    free(g_sink);
+  };
+  auto on_delete = [](const void*) { g_delete_calls++; };
+  ASSERT_TRUE(MallocHook::AddNewHook(on_new));
+  ASSERT_TRUE(MallocHook::AddDeleteHook(on_delete));
+  void* p = malloc(123);
+  EXPECT_EQ(g_last_new.load(), p);
+  EXPECT_EQ(g_last_size.load(), 123u);
+  free(p);
+  char* q = new char[5000];
+  g_sink = q;  // escapes, so the new/delete pair cannot be elided
+  delete[] q;
+  void* big = malloc(1 << 20);
+  free(big);
+  const int news = g_new_calls.load(), deletes = g_delete_calls.load();
+  EXPECT_GE(news, 3);
+  EXPECT_GE(deletes, 3);
+  ASSERT_TRUE(MallocHook::RemoveNewHook(on_new));
+  ASSERT_TRUE(MallocHook::RemoveDeleteHook(on_delete));
+  EXPECT_FALSE(MallocHook::RemoveNewHook(on_new)) << "already removed";
+  free(malloc(123));
+  EXPECT_EQ(g_new_calls.load(), news);
+  EXPECT_EQ(g_delete_calls.load(), deletes);
+}
+
+}  // namespace
