@@ -24,8 +24,8 @@
 namespace tcm {
 
 // The calling thread's cache; &g_empty_cache until its first slow path creates a real one.
-extern __thread ThreadCache* tls_cache TCM_INITIAL_EXEC;
-extern constinit ThreadCache g_empty_cache;
+extern __thread ThreadCache* tls_cache TCM_INITIAL_EXEC TCM_HIDDEN;
+extern constinit ThreadCache g_empty_cache TCM_HIDDEN;
 
 TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;

@@ -19,7 +19,7 @@ namespace tcm {
 extern constinit Options g_options;  // as read from the environment at start-up
 extern constinit SystemAllocator g_system;
 extern constinit Arena g_arena;
-extern constinit PageMap g_pagemap;
+extern constinit PageMap g_pagemap TCM_HIDDEN;
 extern constinit PageHeap g_pageheap;
 extern constinit CentralFreeList g_central[kNumClasses];
 extern constinit ThreadCacheRegistry g_caches;

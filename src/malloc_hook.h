@@ -18,8 +18,8 @@ namespace tcm {
 
 // Fast-path limits: malloc of size >= g_alloc_limit and free of an address >= g_free_limit
 // take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach).
-extern size_t g_alloc_limit;
-extern uintptr_t g_free_limit;
+extern size_t g_alloc_limit TCM_HIDDEN;
+extern uintptr_t g_free_limit TCM_HIDDEN;
 
 inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;

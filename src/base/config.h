@@ -10,6 +10,9 @@
 #define TCM_ALWAYS_INLINE inline __attribute__((always_inline))
 #define TCM_NOINLINE __attribute__((noinline))
 #define TCM_EXPORT __attribute__((visibility("default")))
+// For extern declarations of internal globals: -fvisibility=hidden covers definitions only,
+// and a declaration the compiler must assume interposable costs an extra instruction.
+#define TCM_HIDDEN __attribute__((visibility("hidden")))
 #define TCM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TCM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 // Initial-exec TLS: one %fs-relative load, no __tls_get_addr call. The price is that the
