@@ -135,7 +135,7 @@ static void DeallocateLarge(void* p) {
 
 void CollectGarbage(ThreadCache* tc) noexcept {
   g_scavenger.OnSlowPath();
-  tc->Scavenge();
+  tc->CheckSize();
 }
 
 void DeallocateSlow(void* p) noexcept {
@@ -268,7 +268,8 @@ HeapTotals ComputeTotals() {
   }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
   t.thread_caches = g_caches.count();
-  t.metadata_bytes = g_arena.bytes_reserved();
+  // Arena chunks, plus the class map's bytes that can be touched: one per managed page.
+  t.metadata_bytes = g_arena.bytes_reserved() + t.system_bytes / kPageSize;
   size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
                       t.transfer_cache_bytes + t.thread_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;

@@ -42,7 +42,6 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   list.head = *static_cast<void**>(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
-  tc->room_ += list.object_size;
   return result;
 }
 

@@ -1,11 +1,13 @@
 #include "pagemap.h"
 
 #include "base/log.h"
+#include "platform/os.h"
 
 namespace tcm {
 
 constinit PageMap::Leaf PageMap::empty_leaf_{};
 constinit PageMap::EmptyMid PageMap::empty_mid_{};
+alignas(4096) uint8_t PageMap::empty_class_leaf_[kClassLeafLength];
 
 bool PageMap::Ensure(PageId start, Length n) {
   if (n.n == 0) return true;
@@ -32,7 +34,22 @@ bool PageMap::Ensure(PageId start, Length n) {
     // Next leaf boundary.
     p = ((p >> kLeafBits) + 1) << kLeafBits;
   }
+  for (uintptr_t p = start.index; p <= last; p = ((p >> kClassLeafBits) + 1) << kClassLeafBits) {
+    if (MutableClassLeaf(PageId{p}) == nullptr) return false;
+  }
   return true;
+}
+
+uint8_t* PageMap::MutableClassLeaf(PageId p) {
+  uint8_t*& slot = class_root_[p.index >> kClassLeafBits];
+  if (slot == empty_class_leaf_) {
+    // Zero-filled address space; pages are backed only where classes get written.
+    auto* leaf = static_cast<uint8_t*>(os::MapAnonymous(kClassLeafLength));
+    if (leaf == nullptr) return nullptr;
+    ++class_leaves_;
+    __atomic_store_n(&slot, leaf, __ATOMIC_RELEASE);
+  }
+  return slot;
 }
 
 PageMap::Leaf* PageMap::MutableLeaf(PageId p) {

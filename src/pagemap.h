@@ -1,5 +1,10 @@
-// Pagemap: page number -> (Span*, size class), a 3-level radix tree over the 35-bit page
-// numbers of a 48-bit address space.
+// Pagemap: page number -> (Span*, size class) over the 35-bit page numbers of a 48-bit
+// address space, as two radix trees:
+//   - spans: 3 levels (12 + 12 + 11 bits), nodes from the caller's NodeAllocator;
+//   - classes: 2 levels (13 + 22 bits) of one byte per page, read by every free(). A class
+//     leaf covers 32 GiB with 4 MiB of lazily-backed address space (only the pages for
+//     memory we actually manage are ever touched: one byte per 8 KiB page), which buys a
+//     lookup of two dependent loads instead of three.
 //
 // Interior nodes are allocated on demand (through a caller-supplied NodeAllocator) and never
 // freed, so a reader racing with a writer always sees a valid node. Unpopulated slots point
@@ -35,22 +40,24 @@ class PageMap {
 
   struct Leaf {
     Span* spans[kLeafLength];
-    uint8_t classes[kLeafLength];
   };
+  static constexpr int kClassLeafBits = 22;
+  static constexpr int kClassRootBits = kPageBits - kClassLeafBits;  // 13
+  static constexpr size_t kClassLeafLength = size_t{1} << kClassLeafBits;
+  static constexpr size_t kClassRootLength = size_t{1} << kClassRootBits;
   struct Mid {
     Leaf* leaves[kMidLength];
   };
 
   constexpr explicit PageMap(NodeAllocator alloc) : alloc_(alloc) {
     for (auto& m : root_) m = &empty_mid_;
+    for (auto& c : class_root_) c = empty_class_leaf_;
   }
 
   // Size class of the page holding addr: 0 for anything that is not a small-object span.
   // REQUIRES addr < 2^48.
   TCM_ALWAYS_INLINE uint8_t ClassOf(uintptr_t addr) const {
-    uintptr_t p = addr >> kPageShift;
-    return root_[p >> (kLeafBits + kMidBits)]->leaves[(p >> kLeafBits) & (kMidLength - 1)]
-        ->classes[p & (kLeafLength - 1)];
+    return class_root_[addr >> (kPageShift + kClassLeafBits)][(addr >> kPageShift) & (kClassLeafLength - 1)];
   }
 
   // Span covering page p, or nullptr. Any p is accepted (pages beyond 48 bits have none).
@@ -70,16 +77,28 @@ class PageMap {
 
   // REQUIRES Ensure() covered p.
   void Set(PageId p, Span* s) { MutableLeaf(p)->spans[p.index & (kLeafLength - 1)] = s; }
-  void SetClass(PageId p, uint8_t cl) { MutableLeaf(p)->classes[p.index & (kLeafLength - 1)] = cl; }
+  void SetClass(PageId p, uint8_t cl) {
+    uint8_t* leaf = class_root_[p.index >> kClassLeafBits];
+    // Class 0 is what the shared empty leaf already says; never write to it.
+    if (leaf == empty_class_leaf_) {
+      if (cl == 0) return;
+      leaf = MutableClassLeaf(p);
+      if (leaf == nullptr) return;  // only after Ensure() failed, which callers check
+    }
+    leaf[p.index & (kClassLeafLength - 1)] = cl;
+  }
 
-  // Bytes of nodes allocated so far (metadata accounting).
+  // Bytes of span nodes allocated so far (metadata accounting); class leaves are address
+  // space of which only one byte per managed page is ever touched.
   size_t node_bytes() const { return node_bytes_; }
+  size_t class_leaves() const { return class_leaves_; }
 
  private:
   const Leaf* LeafFor(PageId p) const {
     return root_[p.index >> (kLeafBits + kMidBits)]->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
   }
   Leaf* MutableLeaf(PageId p);
+  uint8_t* MutableClassLeaf(PageId p);
 
   static constinit Leaf empty_leaf_;
   struct EmptyMid : Mid {
@@ -88,8 +107,11 @@ class PageMap {
     }
   };
   static constinit EmptyMid empty_mid_;
+  static uint8_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
+  uint8_t* class_root_[kClassRootLength];
   Mid* root_[kRootLength];
+  size_t class_leaves_ = 0;
   NodeAllocator alloc_;
   size_t node_bytes_ = 0;
 };

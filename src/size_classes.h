@@ -10,8 +10,8 @@
 //          list, about 64 KiB worth, clamped to [2, 32].
 // Class 0 is "not a small object" (large spans, free pages, unknown memory).
 //
-// Lookup (ClassIndex) is one compare and one table load: sizes <= 1024 index the table in
-// 8-byte steps, larger sizes in 128-byte steps (every class above 1024 is a multiple of 128).
+// Lookup (ClassIndex) is one table load: the table has one byte per 8-byte step of size up
+// to kMaxSize (32 KiB, read-only and shared), so there is no branch on the size.
 #ifndef TCMALLOC_SIZE_CLASSES_H_
 #define TCMALLOC_SIZE_CLASSES_H_
 
@@ -79,9 +79,7 @@ constexpr Table MakeTable() {
 
 inline constexpr Table kTable = MakeTable();
 
-constexpr size_t IndexOf(size_t size) {
-  return size <= 1024 ? (size + 7) >> 3 : (size + 127 + (120 << 7)) >> 7;
-}
+constexpr size_t IndexOf(size_t size) { return (size + 7) >> 3; }
 inline constexpr size_t kIndexCount = IndexOf(kMaxSize) + 1;
 
 constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
@@ -89,7 +87,7 @@ constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
   size_t cl = 1;
   // For each index, the smallest class whose size covers every request mapping to it.
   for (size_t i = 0; i < kIndexCount; ++i) {
-    size_t max_req = i <= 128 ? i * 8 : (i - 120) * 128;
+    size_t max_req = i * 8;
     while (kTable.info[cl].size < max_req) ++cl;
     idx[i] = static_cast<uint8_t>(cl);
   }
@@ -147,7 +145,6 @@ constexpr bool CheckTable() {
     const auto& c = kTable.info[cl];
     if (cl > 1 && c.size <= kTable.info[cl - 1].size) return false;  // monotone
     if (c.size >= 16 && c.size % 16 != 0) return false;             // glibc alignment
-    if (c.size > 1024 && c.size % 128 != 0) return false;           // coarse index step
     if (c.pages * kPageSize < c.size) return false;                  // one object fits
     if (c.batch < 2 || c.batch > kDefaultMaxBatch) return false;
   }

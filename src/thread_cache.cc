@@ -76,9 +76,26 @@ void ThreadCache::PushSlow(void* p, size_t cl) {
       }
     }
   }
-  if (room_ < 0) Scavenge();
+  if (room_ < 0) CheckSize();
 }
 
+
+size_t ThreadCache::size() const {
+  size_t bytes = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    bytes += static_cast<size_t>(__atomic_load_n(&lists_[cl].length, __ATOMIC_RELAXED)) * lists_[cl].object_size;
+  return bytes;
+}
+
+void ThreadCache::CheckSize() {
+  ApplyThefts();
+  const size_t held = size();
+  if (held > max_size_) {
+    Scavenge();
+    return;
+  }
+  room_ = static_cast<intptr_t>(max_size_ - held);
+}
 
 void ThreadCache::Scavenge() {
   ApplyThefts();
@@ -97,6 +114,8 @@ void ThreadCache::Scavenge() {
     l->lowater = l->length;
   }
   registry_->GrowBudget(this);
+  const size_t held = size();
+  room_ = held < max_size_ ? static_cast<intptr_t>(max_size_ - held) : 0;
 }
 
 void ThreadCache::ReleaseAll() {
@@ -165,9 +184,7 @@ size_t ThreadCacheRegistry::TotalCachedBytes() {
   SpinLockHolder h(&lock_);
   size_t total = 0;
   for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_) {
-    intptr_t held = static_cast<intptr_t>(__atomic_load_n(&tc->max_size_, __ATOMIC_RELAXED)) -
-                    __atomic_load_n(&tc->room_, __ATOMIC_RELAXED);
-    if (held > 0) total += static_cast<size_t>(held);
+    total += tc->size();
   }
   return total;
 }

@@ -68,15 +68,21 @@ class ThreadCache {
   // Returns every cached object to the central lists (thread exit, MarkThreadIdle).
   void ReleaseAll();
 
-  size_t size() const { return max_size_ - static_cast<size_t>(room_); }
+  // Bytes held in the lists (a walk over the classes; racy when read by another thread).
+  size_t size() const;
   // Budget after thefts not yet applied by the owner.
   size_t max_size() const { return max_size_ - stolen_.load(std::memory_order_relaxed); }
   const FreeList& list(size_t cl) const { return lists_[cl]; }
 
+  // Slow path of free once room_ ran out: collects garbage if the cache really is over
+  // its budget, and otherwise just recomputes room_.
+  void CheckSize();
+
   // Fast-path state, public so allocation.h can inline it. lists_[0] never holds objects.
   FreeList lists_[kNumClasses] = {};
-  // max_size_ minus the bytes held: the fast path adds on malloc, subtracts on free, and
-  // a negative value triggers garbage collection.
+  // Bytes that may still be freed into the cache before its size must be checked: at most
+  // max_size_ minus the bytes held. Only frees (and refills) use it up, so malloc's fast
+  // path does no byte accounting at all; CheckSize() makes it exact again.
   intptr_t room_ = 0;
 
  private:
