@@ -42,6 +42,9 @@ static ThreadCache* GetOrCreateCache() {
   if (tls_exiting) return nullptr;
   tc = g_caches.Create(&g_arena, g_central);
   if (tc == nullptr) return nullptr;
+  tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
+  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+  tc->sample_left_ = period > 0 ? NextSampleGap(&tc->rng_, period) : kSamplingOffRecheck;
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -100,11 +103,81 @@ static void* AllocateFromCentral(size_t cl) {
   return start;
 }
 
+// ---- sampling ----
+
+// The alignment memalign & co. asked for, for the sample record (0 = malloc's).
+static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
+
+// Whether this allocation, which the fast path did not serve, is to be sampled. The fast
+// path charged the countdown only when it went negative there (and then left).
+static bool SampleDue(ThreadCache* tc, size_t size) {
+  if (tc->sample_left_ >= 0) {
+    tc->sample_left_ -= static_cast<int64_t>(size);
+    if (tc->sample_left_ >= 0) return false;
+  }
+  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+  if (period <= 0) {
+    tc->sample_left_ = kSamplingOffRecheck;
+    return false;
+  }
+  tc->sample_left_ = NextSampleGap(&tc->rng_, period);
+  return true;
+}
+
+// Our own code's address range, so stacks can start at the program's frame.
+static uintptr_t g_text_lo = 0, g_text_hi = 0;
+static std::atomic<int> g_text_state{0};  // 0 unknown, 1 shared library, 2 static link
+
+static int CaptureUserStack(void** pcs) {
+  if (g_text_state.load(std::memory_order_acquire) == 0) {
+    uintptr_t lo, hi;
+    bool main_program = true;
+    if (os::ModuleTextRange(reinterpret_cast<const void*>(&CaptureUserStack), &lo, &hi, &main_program) &&
+        !main_program) {
+      g_text_lo = lo;
+      g_text_hi = hi;
+      g_text_state.store(1, std::memory_order_release);
+    } else {
+      g_text_state.store(2, std::memory_order_release);
+    }
+  }
+  void* raw[os::kMaxStackDepth + 8];
+  int depth = os::GetStackTrace(raw, os::kMaxStackDepth + 8, 0);
+  int first = 0;
+  if (g_text_state.load(std::memory_order_relaxed) == 1) {
+    while (first < depth && reinterpret_cast<uintptr_t>(raw[first]) >= g_text_lo &&
+           reinterpret_cast<uintptr_t>(raw[first]) < g_text_hi)
+      ++first;
+  } else {
+    first = depth < 3 ? depth : 3;  // statically linked: our frames are not told apart by address
+  }
+  int n = depth - first;
+  if (n > os::kMaxStackDepth) n = os::kMaxStackDepth;
+  for (int i = 0; i < n; ++i) pcs[i] = raw[first + i];
+  return n;
+}
+
+// A sampled allocation: its own page run, carrying the sample's record.
+TCM_NOINLINE static void* AllocateSampled(size_t size) {
+  void* pcs[os::kMaxStackDepth];
+  const int depth = CaptureUserStack(pcs);
+  const size_t align = tls_requested_align;
+  Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
+  if (span == nullptr) return nullptr;
+  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+  // Without a record (no metadata memory) it is simply an unsampled large block.
+  span->sample = g_samples.Add(&g_arena, size, span->length.bytes(), align, period, pcs, depth);
+  return span->start_ptr();
+}
+
 static void* AllocateUnhooked(size_t size) {
+  ThreadCache* tc = GetOrCreateCache();
+  if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
+    if (void* p = AllocateSampled(size)) return p;
+  }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
   void* result;
-  ThreadCache* tc = GetOrCreateCache();
   if (tc == nullptr) {
     result = AllocateFromCentral(cl);
   } else if ((result = PopFromCache(tc, cl)) == nullptr) {
@@ -127,10 +200,16 @@ static void DeallocateLarge(void* p) {
   if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) != 0) InvalidPointer("free()", p);
   Span* span = g_pagemap.GetSpan(page);
   if (span == nullptr) InvalidPointer("free()", p);
-  SpinLockHolder h(g_pageheap.lock());
-  if (span->start != page || span->sizeclass != 0) InvalidPointer("free()", p);
-  if (span->location != Span::kInUse) Crash("free(): invalid pointer %p (double free)", p);
-  g_pageheap.Delete(span);
+  SampleRecord* sample;
+  {
+    SpinLockHolder h(g_pageheap.lock());
+    if (span->start != page || span->sizeclass != 0) InvalidPointer("free()", p);
+    if (span->location != Span::kInUse) Crash("free(): invalid pointer %p (double free)", p);
+    sample = span->sample;
+    span->sample = nullptr;
+    g_pageheap.Delete(span);
+  }
+  if (sample != nullptr) g_samples.Remove(sample);
 }
 
 void CollectGarbage(ThreadCache* tc) noexcept {
@@ -170,7 +249,12 @@ void* AllocateAligned(size_t align, size_t size) {
     // from a page-aligned span start, hence aligned.
     size_t want = size < align ? align : size;
     for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl) {
-      if (SizeMap::ClassSize(cl) % align == 0) return Allocate(SizeMap::ClassSize(cl));
+      if (SizeMap::ClassSize(cl) % align == 0) {
+        tls_requested_align = align;  // only read if this allocation gets sampled
+        void* p = Allocate(SizeMap::ClassSize(cl));
+        tls_requested_align = 0;
+        return p;
+      }
     }
   }
   if (size > kMaxAllocation || align > kMaxAllocation) {

@@ -48,11 +48,19 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
 // Slow is the miss handler: AllocateSlow for malloc, or one that adds the new-handler
 // protocol for operator new, so every entry point's miss is a plain tail call.
 // g_alloc_limit is kMaxSize + 1, or 0 while hooks are installed (then every call misses).
+// The sampling countdown is charged only once the list is known to have an object, so the
+// shared empty cache is never written and a miss for an empty list is not counted twice.
 template <void* (*Slow)(size_t) = AllocateSlow>
 TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   if (TCM_UNLIKELY(size >= g_alloc_limit)) return Slow(size);
-  void* result = PopFromCache(tls_cache, SizeMap::ClassIndex(size));
+  ThreadCache* tc = tls_cache;
+  ThreadCache::FreeList& list = tc->lists_[SizeMap::ClassIndex(size)];
+  void* result = list.head;
   if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
+  if (TCM_UNLIKELY((tc->sample_left_ -= static_cast<int64_t>(size)) < 0)) return Slow(size);
+  list.head = *static_cast<void**>(result);
+  const uint32_t length = --list.length;
+  if (length < list.lowater) list.lowater = length;
   return result;
 }
 

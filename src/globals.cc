@@ -22,17 +22,19 @@ constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
 constinit CentralFreeList g_central[kNumClasses];
 constinit ThreadCacheRegistry g_caches;
 constinit Scavenger g_scavenger;
+constinit SampleRegistry g_samples;
 
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, central lists by class, page heap, arena.
+// Lock order (outermost first): registry, central lists by class, page heap, samples, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
   g_caches.lock()->Lock();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
   g_pageheap.lock()->Lock();
+  g_samples.lock()->Lock();
   g_arena.lock()->Lock();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Lock();
 }
@@ -40,6 +42,7 @@ void LockAll() {
 void UnlockAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Unlock();
   g_arena.lock()->Unlock();
+  g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
   g_caches.lock()->Unlock();
@@ -49,6 +52,7 @@ void ResetLocksInChild() {
   // Only the forking thread survives; it held every lock, so all of them are free again.
   g_arena.ResetLockAfterFork();
   g_pageheap.ResetLockAfterFork();
+  g_samples.ResetLockAfterFork();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     g_central[cl].ResetLockAfterFork();
     g_central[cl].transfer_cache()->ResetLockAfterFork();

@@ -9,6 +9,7 @@
 #include "page_heap.h"
 #include "options.h"
 #include "pagemap.h"
+#include "sampler.h"
 #include "scavenger.h"
 #include "size_classes.h"
 #include "system_alloc.h"
@@ -24,6 +25,7 @@ extern constinit PageHeap g_pageheap;
 extern constinit CentralFreeList g_central[kNumClasses];
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit Scavenger g_scavenger;
+extern constinit SampleRegistry g_samples;
 
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.

@@ -50,7 +50,7 @@ void* RetryWithNewHandler(F alloc, bool may_throw) {
 }
 
 // malloc's miss handler: the allocator's slow path plus tc_set_new_mode's protocol.
-TCM_NOINLINE void* MallocSlow(size_t size) {
+TCM_NOINLINE void* MallocSlow(size_t size) noexcept {
   if (void* p = AllocateSlow(size)) return p;
   if (g_new_mode.load(std::memory_order_relaxed) == 0) return nullptr;
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, false);
@@ -61,7 +61,7 @@ TCM_NOINLINE void* NewSlow(size_t size) {
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, true);
 }
 
-TCM_NOINLINE void* NewNothrowSlow(size_t size) {
+TCM_NOINLINE void* NewNothrowSlow(size_t size) noexcept {
   if (void* p = AllocateSlow(size)) return p;
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, false);
 }

@@ -115,6 +115,20 @@ size_t CopyGrowthRecords(GrowthRecord* out, size_t cap) {
   return g_pageheap.growth_record_count();
 }
 
+// Copies the live samples out of the registry into a new[]-ed array (*n of them).
+SampleRecord* SnapshotSamples(size_t* n) {
+  for (;;) {
+    const size_t cap = g_samples.live() + 16;  // sized outside the lock: new[] allocates
+    auto* recs = new SampleRecord[cap];
+    const size_t live = g_samples.Snapshot(recs, cap);
+    if (live <= cap) {
+      *n = live;
+      return recs;
+    }
+    delete[] recs;  // grew meanwhile; try again
+  }
+}
+
 class TCMallocImplementation final : public MallocExtension {
  public:
   bool VerifyAllMemory() override {
@@ -161,12 +175,19 @@ class TCMallocImplementation final : public MallocExtension {
   }
 
   void GetHeapSample(MallocExtensionWriter* writer) override {
-    // Sampling is off in this build of the library (TCMALLOC_SAMPLE_PARAMETER applies to
-    // the sampling allocator): an empty, well-formed sample.
+    // One line per live sample with its raw count and bytes; the "heap_v2/<period>" label
+    // tells pprof to scale each sample by 1 / (1 - exp(-size/period)).
+    EnsureInitialized();
+    size_t n = 0;
+    SampleRecord* recs = SnapshotSamples(&n);
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; ++i) bytes += recs[i].requested;
     char label[64];
     snprintf(label, sizeof(label), "heap_v2/%lld", static_cast<long long>(g_options.sample_parameter));
-    AppendProfileHeader(writer, 0, 0, label);
+    AppendProfileHeader(writer, n, bytes, label);
+    for (size_t i = 0; i < n; ++i) AppendProfileEntry(writer, {1, recs[i].requested, recs[i].depth, recs[i].pcs});
     AppendMappedLibraries(writer);
+    delete[] recs;
   }
 
   void GetHeapGrowthStacks(MallocExtensionWriter* writer) override {
@@ -259,11 +280,23 @@ class TCMallocImplementation final : public MallocExtension {
   void GetFreeListSizes(std::vector<FreeListInfo>* v) override;
 
   void** ReadStackTraces(int* sample_period) override {
+    EnsureInitialized();
     if (sample_period != nullptr) *sample_period = static_cast<int>(g_options.sample_parameter);
-    // No samples are kept by this library: just the terminating zero count.
-    void** result = new void*[1];
-    result[0] = nullptr;
-    return result;
+    size_t n = 0;
+    SampleRecord* recs = SnapshotSamples(&n);
+    size_t words = 1;
+    for (size_t i = 0; i < n; ++i) words += 3 + static_cast<size_t>(recs[i].depth);
+    void** out = new void*[words];
+    size_t w = 0;
+    for (size_t i = 0; i < n; ++i) {
+      out[w++] = reinterpret_cast<void*>(uintptr_t{1});
+      out[w++] = reinterpret_cast<void*>(recs[i].requested);
+      out[w++] = reinterpret_cast<void*>(static_cast<uintptr_t>(recs[i].depth));
+      for (int d = 0; d < recs[i].depth; ++d) out[w++] = recs[i].pcs[d];
+    }
+    out[w] = nullptr;
+    delete[] recs;
+    return out;
   }
 
   void** ReadHeapGrowthStackTraces() override {

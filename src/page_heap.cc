@@ -46,9 +46,24 @@ Span* PageHeap::SearchFreeAndLarge(Length n) {
   return a;
 }
 
+bool PageHeap::MakeRoom(Length n) {
+  if (limit_ == 0) return true;
+  size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
+  if (mapped + n.bytes() <= limit_) return true;
+  ReleaseAtLeastNPages(Length::FromBytesRoundUp(mapped + n.bytes() - limit_));
+  mapped = stats_.system_bytes - stats_.unmapped_bytes;
+  return mapped + n.bytes() <= limit_;
+}
+
 Span* PageHeap::New(Length n) {
   if (n.n == 0) n.n = 1;
   Span* s = SearchFreeAndLarge(n);
+  if (s != nullptr && s->location == Span::kReturned && limit_ != 0) {
+    // Reusing released pages commits memory again: it counts against the limit. Making
+    // room releases (and merges) other runs, so search again afterwards.
+    if (!MakeRoom(n)) return nullptr;
+    s = SearchFreeAndLarge(n);
+  }
   if (s == nullptr) {
     if (!GrowHeap(n)) return nullptr;
     s = SearchFreeAndLarge(n);
@@ -98,7 +113,6 @@ Span* PageHeap::NewAligned(Length n, Length align) {
 
 Span* PageHeap::Carve(Span* span, Length n) {
   RemoveFree(span);
-  if (span->location == Span::kReturned) span->fresh = true;  // released pages read as zero
   if (span->length > n) {
     Span* rest = NewSpan(span->start + n, span->length - n);
     if (rest == nullptr) {
@@ -216,14 +230,15 @@ void PageHeap::Delete(Span* span) {
 Length PageHeap::ReleaseSpan(Span* s) {
   RemoveFree(s);
   ++stats_.release_calls;
-  if (!system_->Release(s->start_ptr(), s->length.bytes())) {
+  bool zeroed = false;
+  if (!system_->Release(s->start_ptr(), s->length.bytes(), &zeroed)) {
     InsertFree(s);  // the OS refused; keep it as normal memory
     return Length{0};
   }
   Length len = s->length;
   stats_.released_bytes_total += len.bytes();
   s->location = Span::kReturned;
-  s->fresh = true;
+  s->fresh = zeroed;
   MergeIntoFreeList(s);
   return len;
 }

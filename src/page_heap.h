@@ -80,7 +80,7 @@ class PageHeap {
   bool aggressive_decommit() const { return aggressive_decommit_; }
 
   const PageHeapStats& stats() const { return stats_; }
-  // Free runs by length: f(Length len, bool returned) for each free span.
+  // Visits every free span: f(Span*); spans are kNormal or kReturned.
   template <typename F>
   void ForEachFreeSpan(F f) {
     for (size_t i = 1; i < kMaxPages; ++i) {
@@ -111,6 +111,8 @@ class PageHeap {
   Span* AllocLarge(Length n);
   Span* SearchFreeAndLarge(Length n);
   bool GrowHeap(Length n);
+  // With a limit set: releases free runs until n more mapped pages fit; false if they can't.
+  bool MakeRoom(Length n);
   // Removes `span` from its free structure and returns an in-use span of n pages starting
   // at span->start; the remainder goes back as a free run of the same kind.
   Span* Carve(Span* span, Length n);

@@ -34,6 +34,8 @@ struct Span {
   bool fresh;
   // When a free span went idle (page heap clock), used for gradual release.
   uint64_t free_since;
+  // A sampled allocation's record (sampler.h); nullptr for every other span.
+  struct SampleRecord* sample;
 
   void* start_ptr() const { return start.ptr(); }
   uintptr_t start_addr() const { return start.addr(); }

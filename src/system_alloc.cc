@@ -84,6 +84,7 @@ void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size
     }
     if (p == nullptr) continue;
     bytes_[s] += bytes;
+    if (s != kMmap && s != kSbrk) only_anonymous_ = false;
     if (actual != nullptr) *actual = bytes;
     // Fresh anonymous memory, fresh file pages and a new program break read as zero; a
     // device window or a program's allocator may not.
@@ -139,8 +140,11 @@ void* SystemAllocator::AllocMemfs(size_t bytes, size_t alignment) {
     enabled_[kMemfs] = false;
     return nullptr;
   }
-  // Over-size by the alignment so an aligned block of `bytes` fits in the mapping.
-  size_t map_len = bytes + alignment;
+  // Over-size by the alignment so an aligned block of `bytes` fits in the mapping, and round
+  // to the file system's block: hugetlbfs refuses sizes that are not whole huge pages.
+  size_t block = os::FileSystemBlockSize(fd);
+  if (block < 4096) block = 4096;
+  size_t map_len = RoundUp(bytes + alignment, block);
   void* p = nullptr;
   if (os::ResizeFile(fd, map_len)) p = os::MapFile(fd, map_len, 0, !memfs_private_);
   os::CloseFd(fd);  // the mapping keeps the (unlinked) file alive
@@ -190,9 +194,15 @@ void* SystemAllocator::AllocDevmem(size_t bytes, size_t alignment) {
   return aligned;
 }
 
-bool SystemAllocator::Release(void* p, size_t bytes) {
+bool SystemAllocator::Release(void* p, size_t bytes, bool* zeroed) {
   if (!release_enabled_) return false;
-  return os::ReleasePages(p, bytes);
+  if (!only_anonymous_ && os::RemovePages(p, bytes)) {
+    *zeroed = true;  // file-backed: the backing store is gone, the pages read as zero
+    return true;
+  }
+  if (!os::ReleasePages(p, bytes)) return false;
+  *zeroed = only_anonymous_;
+  return true;
 }
 
 }  // namespace tcm

@@ -40,8 +40,10 @@ class SystemAllocator {
   void* AllocBuiltin(size_t bytes, size_t alignment, size_t* actual);
 
   // Returns physical memory of a range we obtained back to the OS; false if unsupported
-  // or disabled (TCMALLOC_DISABLE_MEMORY_RELEASE).
-  bool Release(void* p, size_t bytes);
+  // or disabled (TCMALLOC_DISABLE_MEMORY_RELEASE). *zeroed tells whether the range now
+  // reads as zeros: true for anonymous memory, and for shared file memory only if its
+  // backing store could be punched out (MADV_DONTNEED does not zero shared mappings).
+  bool Release(void* p, size_t bytes, bool* zeroed);
 
   void set_enabled(Source s, bool on) { enabled_[s] = on; }
   bool enabled(Source s) const { return enabled_[s]; }
@@ -67,6 +69,7 @@ class SystemAllocator {
   SpinLock lock_;
   bool enabled_[kNumSources] = {false, false, false, true, true};
   bool release_enabled_ = true;
+  bool only_anonymous_ = true;  // no memfs/devmem/user memory handed out yet
   size_t bytes_[kNumSources] = {};
 
   UserAllocFn user_fn_ = nullptr;

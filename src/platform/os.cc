@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,6 +39,13 @@ bool ReleasePages(void* p, size_t bytes) {
   } while (rc != 0 && errno == EAGAIN);
   errno = saved;
   return rc == 0;
+}
+
+bool RemovePages(void* p, size_t bytes) {
+  int saved = errno;
+  bool ok = madvise(p, bytes, MADV_REMOVE) == 0;
+  errno = saved;
+  return ok;
 }
 
 void* Sbrk(intptr_t increment) {
@@ -139,6 +147,12 @@ void CloseFd(int fd) {
   int saved = errno;
   close(fd);
   errno = saved;
+}
+
+size_t FileSystemBlockSize(int fd) {
+  struct statfs st;
+  if (fstatfs(fd, &st) != 0 || st.f_bsize <= 0) return 0;
+  return static_cast<size_t>(st.f_bsize);
 }
 
 size_t FileSizeIfRegular(int fd) {

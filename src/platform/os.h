@@ -18,6 +18,10 @@ void Unmap(void* p, size_t bytes);
 // reads back as zeros. Returns false if the kernel refused.
 bool ReleasePages(void* p, size_t bytes);
 
+// Frees the backing store of a shared file mapping range (MADV_REMOVE: tmpfs, hugetlbfs);
+// afterwards it reads as zeros. False where unsupported (private or anonymous memory).
+bool RemovePages(void* p, size_t bytes);
+
 // Moves the program break by `increment` bytes; returns the old break or nullptr on failure.
 void* Sbrk(intptr_t increment);
 
@@ -45,6 +49,8 @@ bool ResizeFile(int fd, size_t bytes);
 // Maps bytes of fd at offset (a multiple of 4 KiB), shared or private, read-write.
 void* MapFile(int fd, size_t bytes, size_t offset, bool shared);
 void CloseFd(int fd);
+// Block size of the file system holding fd (the huge page size on hugetlbfs); 0 if unknown.
+size_t FileSystemBlockSize(int fd);
 // Size of fd if it is a regular file, 0 otherwise (devices).
 size_t FileSizeIfRegular(int fd);
 

@@ -1,5 +1,6 @@
 #include "platform/stack_trace.h"
 
+#include <link.h>
 #include <unwind.h>
 
 #include <cstdint>
@@ -33,6 +34,43 @@ int GetStackTrace(void** pcs, int max_depth, int skip) {
   Walk w{pcs, max_depth, skip + 1, 0};
   _Unwind_Backtrace(OnFrame, &w);
   return w.depth;
+}
+
+namespace {
+struct RangeQuery {
+  uintptr_t addr;
+  uintptr_t lo, hi;
+  bool is_main;
+  bool found;
+};
+
+int OnModule(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* q = static_cast<RangeQuery*>(arg);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    uintptr_t hi = lo + ph.p_memsz;
+    if (q->addr >= lo && q->addr < hi) {
+      q->lo = lo;
+      q->hi = hi;
+      q->is_main = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
+      q->found = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+bool ModuleTextRange(const void* addr, uintptr_t* lo, uintptr_t* hi, bool* is_main_program) {
+  RangeQuery q{reinterpret_cast<uintptr_t>(addr), 0, 0, false, false};
+  dl_iterate_phdr(OnModule, &q);
+  if (!q.found) return false;
+  *lo = q.lo;
+  *hi = q.hi;
+  *is_main_program = q.is_main;
+  return true;
 }
 
 }  // namespace tcm::os

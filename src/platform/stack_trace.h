@@ -4,6 +4,8 @@
 #ifndef TCMALLOC_PLATFORM_STACK_TRACE_H_
 #define TCMALLOC_PLATFORM_STACK_TRACE_H_
 
+#include <cstdint>
+
 namespace tcm::os {
 
 inline constexpr int kMaxStackDepth = 64;
@@ -11,6 +13,11 @@ inline constexpr int kMaxStackDepth = 64;
 // Fills pcs with up to max_depth return addresses of the calling thread, innermost first,
 // skipping `skip` frames above the caller of GetStackTrace. Returns the depth captured.
 int GetStackTrace(void** pcs, int max_depth, int skip);
+
+// The executable address range [*lo, *hi) of the loaded module whose code contains `addr`.
+// Returns false if not found. *is_main_program tells whether that module is the program
+// itself (a static link) rather than a shared library.
+bool ModuleTextRange(const void* addr, uintptr_t* lo, uintptr_t* hi, bool* is_main_program);
 
 }  // namespace tcm::os
 

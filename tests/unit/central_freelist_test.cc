@@ -1,0 +1,300 @@
+// CentralFreeList: batches of objects of one class, carved from page-heap spans and
+// returned to the page heap when every object of a span is back. Runs over a private heap
+// so the heap's span count shows exactly what the central list holds.
+#include "central_freelist.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "size_classes.h"
+#include "test_heap.h"
+
+namespace tcm {
+namespace {
+
+void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+
+class CentralFreeListTest : public ::testing::Test {
+ protected:
+  void Init(size_t cl) {
+    cl_ = cl;
+    // CentralFreeList holds a lock and list heads: not assignable, so make a fresh one.
+    central_ = std::make_unique<CentralFreeList>();
+    central_->Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap);
+  }
+
+  // Takes up to n objects; checks the chain start..end holds `got` objects and appends them
+  // to out.
+  int Remove(int n, std::vector<void*>* out) {
+    void* start = nullptr;
+    void* end = nullptr;
+    const int got = central_->RemoveRange(&start, &end, n);
+    void* obj = start;
+    for (int i = 0; i < got; ++i) {
+      EXPECT_NE(obj, nullptr);
+      out->push_back(obj);
+      if (i + 1 < got) obj = NextOf(obj);
+    }
+    EXPECT_EQ(obj, end);  // (end's next word is unspecified by the contract)
+    return got;
+  }
+
+  // Links objs[from, to) into a chain and gives it back in one call.
+  void Insert(const std::vector<void*>& objs, size_t from, size_t to) {
+    if (from == to) return;
+    for (size_t i = from; i + 1 < to; ++i) NextOf(objs[i]) = objs[i + 1];
+    NextOf(objs[to - 1]) = nullptr;
+    central_->InsertRange(objs[from], static_cast<int>(to - from));
+  }
+
+  // Every object lies inside a span registered to the class, at an object boundary, with
+  // the alignment malloc promises, and no object is handed out twice.
+  void CheckObjects(const std::vector<void*>& objs) {
+    const size_t size = SizeMap::ClassSize(cl_);
+    std::set<void*> seen;
+    for (void* o : objs) {
+      ASSERT_TRUE(seen.insert(o).second) << "object " << o << " handed out twice";
+      const uintptr_t a = reinterpret_cast<uintptr_t>(o);
+      EXPECT_EQ(a % std::min<size_t>(size, 16), 0u) << o;
+      EXPECT_EQ(t_->pagemap.ClassOf(a), cl_) << o;
+      Span* s = t_->pagemap.GetSpan(PageId::FromPtr(o));
+      ASSERT_NE(s, nullptr) << o;
+      EXPECT_EQ(s->sizeclass, cl_);
+      EXPECT_EQ(s->location, Span::kInUse);
+      EXPECT_EQ((a - s->start_addr()) % size, 0u) << o;
+      EXPECT_LE(a + size, s->end().addr()) << o;
+    }
+  }
+
+  size_t HeapSpans() {
+    SpinLockHolder h(t_->heap.lock());
+    return t_->heap.stats().in_use_spans;
+  }
+  void VerifyHeap() {
+    SpinLockHolder h(t_->heap.lock());
+    t_->heap.Verify();
+  }
+
+  std::unique_ptr<testing::TestHeap> t_ = testing::TestHeap::Make();
+  std::unique_ptr<CentralFreeList> central_;
+  size_t cl_ = 0;
+};
+
+TEST_F(CentralFreeListTest, BatchesAreDistinctObjectsOfTheClass) {
+  Init(1);  // 8-byte objects, many per span
+  const int batch = static_cast<int>(SizeMap::NumToMove(1));
+  std::vector<void*> objs;
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(Remove(batch, &objs), batch);
+  CheckObjects(objs);
+  central_->Verify();
+  // 320 of 1024 objects of one span: one span, the rest free in it.
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(HeapSpans(), 1u);
+  EXPECT_EQ(central_->free_objects(), SizeMap::ObjectsPerSpan(1) - objs.size());
+
+  Insert(objs, 0, objs.size());
+  central_->Verify();
+  EXPECT_EQ(central_->num_spans(), 0u);
+  EXPECT_EQ(central_->free_objects(), 0u);
+  EXPECT_EQ(HeapSpans(), 0u);
+  VerifyHeap();
+}
+
+TEST_F(CentralFreeListTest, EveryClassRoundTripsThroughThePageHeap) {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    SCOPED_TRACE(::testing::Message() << "class " << cl << " size " << SizeMap::ClassSize(cl));
+    Init(cl);
+    const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+    const int batch = static_cast<int>(SizeMap::NumToMove(cl));
+    // Enough batches to need more than one span.
+    std::vector<void*> objs;
+    while (objs.size() <= per_span) ASSERT_EQ(Remove(batch, &objs), batch);
+    CheckObjects(objs);
+    central_->Verify();
+    const size_t spans = (objs.size() + per_span - 1) / per_span;
+    EXPECT_EQ(central_->num_spans(), spans);
+    EXPECT_EQ(HeapSpans(), spans);
+    EXPECT_EQ(central_->free_objects(), spans * per_span - objs.size());
+    // Returned in a different order than handed out, in several chains.
+    std::reverse(objs.begin(), objs.end());
+    const size_t half = objs.size() / 2;
+    Insert(objs, 0, half);
+    Insert(objs, half, objs.size());
+    central_->Verify();
+    ASSERT_EQ(central_->num_spans(), 0u);
+    ASSERT_EQ(central_->free_objects(), 0u);
+    ASSERT_EQ(HeapSpans(), 0u);
+  }
+  VerifyHeap();
+}
+
+TEST_F(CentralFreeListTest, PartialReturnsKeepTheSpan) {
+  const size_t cl = SizeMap::ClassIndex(1024);
+  Init(cl);
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(static_cast<int>(per_span), &objs), static_cast<int>(per_span));
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(central_->free_objects(), 0u);  // the span is fully handed out
+  central_->Verify();
+
+  // All but one back: the span stays (one object is still out).
+  Insert(objs, 1, objs.size());
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(central_->free_objects(), per_span - 1);
+  EXPECT_EQ(HeapSpans(), 1u);
+  central_->Verify();
+
+  // The next batch reuses the freed objects rather than a new span.
+  std::vector<void*> again;
+  ASSERT_EQ(Remove(3, &again), 3);
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(HeapSpans(), 1u);
+  for (void* o : again) EXPECT_NE(std::find(objs.begin() + 1, objs.end(), o), objs.end());
+  Insert(again, 0, again.size());
+  central_->Verify();
+
+  // The last object back releases the span to the page heap.
+  Insert(objs, 0, 1);
+  EXPECT_EQ(central_->num_spans(), 0u);
+  EXPECT_EQ(central_->free_objects(), 0u);
+  EXPECT_EQ(HeapSpans(), 0u);
+  central_->Verify();
+  VerifyHeap();
+}
+
+TEST_F(CentralFreeListTest, LargestClassHasOneObjectPerSpan) {
+  const size_t cl = kNumClasses - 1;
+  Init(cl);
+  ASSERT_EQ(SizeMap::ObjectsPerSpan(cl), 1u);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(2, &objs), 2);
+  CheckObjects(objs);
+  EXPECT_EQ(central_->num_spans(), 2u);
+  EXPECT_EQ(central_->free_objects(), 0u);
+  Insert(objs, 0, 1);
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(HeapSpans(), 1u);
+  Insert(objs, 1, 2);
+  EXPECT_EQ(HeapSpans(), 0u);
+  central_->Verify();
+  VerifyHeap();
+}
+
+TEST_F(CentralFreeListTest, RemoveRangeReturnsWhatItCanWhenMemoryRunsOut) {
+  // A 1 MiB heap limit leaves room for sixteen 64 KiB spans of 16 KiB objects.
+  const size_t cl = SizeMap::ClassIndex(16 * 1024);
+  ASSERT_EQ(SizeMap::ClassPages(cl) * kPageSize, 64u * 1024);
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  const size_t capacity = 16 * per_span;
+  {
+    SpinLockHolder h(t_->heap.lock());
+    t_->heap.set_limit(kMinSystemAlloc);
+  }
+  Init(cl);
+  std::vector<void*> objs;
+  while (objs.size() + 3 <= capacity) ASSERT_EQ(Remove(3, &objs), 3);
+  // Fewer than asked for is fine; the list stays consistent.
+  const int last = Remove(3, &objs);
+  EXPECT_EQ(static_cast<size_t>(last), capacity % 3);
+  EXPECT_EQ(objs.size(), capacity);
+  EXPECT_EQ(Remove(3, &objs), 0);  // out of memory: 0, nothing taken
+  CheckObjects(objs);
+  central_->Verify();
+  EXPECT_EQ(central_->num_spans(), 16u);
+  Insert(objs, 0, objs.size());
+  EXPECT_EQ(HeapSpans(), 0u);
+  central_->Verify();
+  VerifyHeap();
+}
+
+// Whole batches given back with InsertRange(start, end, n) park in the transfer cache and
+// come out again in O(1); the spans only see them when the transfer cache is full or
+// flushed. Flushing must return every span to the page heap.
+TEST_F(CentralFreeListTest, WholeBatchesParkInTheTransferCache) {
+  Init(1);
+  const int batch = static_cast<int>(SizeMap::NumToMove(1));
+  const int slots = central_->transfer_cache()->max_slots();
+  ASSERT_GE(slots, 1);
+  std::vector<void*> objs;
+  for (int i = 0; i <= slots; ++i) ASSERT_EQ(Remove(batch, &objs), batch);
+  const size_t spans = central_->num_spans();
+  const size_t span_free = central_->free_objects();
+
+  auto insert_batch = [&](size_t first) {
+    for (size_t i = first; i + 1 < first + batch; ++i) NextOf(objs[i]) = objs[i + 1];
+    central_->InsertRange(objs[first], objs[first + batch - 1], batch);
+  };
+  insert_batch(0);
+  EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_EQ(central_->free_objects(), span_free);  // the spans did not see it
+  // A request for exactly one batch gets that chain back.
+  std::vector<void*> again;
+  ASSERT_EQ(Remove(batch, &again), batch);
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  std::vector<void*> first(objs.begin(), objs.begin() + batch);
+  std::sort(first.begin(), first.end());
+  std::sort(again.begin(), again.end());
+  EXPECT_EQ(again, first);
+
+  // Fill every slot; the batch after that goes to the spans.
+  for (int i = 0; i < slots; ++i) insert_batch(static_cast<size_t>(i) * batch);
+  EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(slots) * batch);
+  EXPECT_EQ(central_->free_objects(), span_free);
+  EXPECT_EQ(central_->num_spans(), spans);
+  insert_batch(static_cast<size_t>(slots) * batch);
+  EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(slots) * batch);
+  // Every object is back: each is either on its span or parked (a span that got all of
+  // its objects back directly has gone to the page heap).
+  EXPECT_EQ(central_->num_spans() * SizeMap::ObjectsPerSpan(1),
+            central_->free_objects() + central_->transfer_objects());
+  EXPECT_EQ(HeapSpans(), central_->num_spans());
+  central_->Verify();
+
+  central_->FlushTransferCache();
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  EXPECT_EQ(central_->num_spans(), 0u);
+  EXPECT_EQ(central_->free_objects(), 0u);
+  EXPECT_EQ(HeapSpans(), 0u);
+  central_->Verify();
+  VerifyHeap();
+}
+
+using CentralFreeListDeathTest = CentralFreeListTest;
+
+TEST_F(CentralFreeListDeathTest, DoubleFreeOfAReleasedSpanCrashes) {
+  Init(1);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(1, &objs), 1);
+  Insert(objs, 0, 1);  // refcount 0: the span went back to the page heap
+  ASSERT_EQ(HeapSpans(), 0u);
+  EXPECT_DEATH(Insert(objs, 0, 1), "invalid pointer");
+}
+
+TEST_F(CentralFreeListDeathTest, DoubleFreeInOneChainCrashes) {
+  Init(1);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(1, &objs), 1);
+  // The same object twice in one chain: the second sees its span with refcount 0.
+  EXPECT_DEATH(
+      {
+        NextOf(objs[0]) = objs[0];
+        central_->InsertRange(objs[0], 2);
+      },
+      "invalid pointer");
+}
+
+TEST_F(CentralFreeListDeathTest, ForeignPointerCrashes) {
+  Init(1);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(1, &objs), 1);
+  static void* not_ours[2] = {nullptr, nullptr};
+  EXPECT_DEATH(central_->InsertRange(&not_ours[0], 1), "invalid pointer");
+}
+
+}  // namespace
+}  // namespace tcm

@@ -1,0 +1,179 @@
+// PageMap: the radix tree free() consults for every pointer. Unpopulated parts must read
+// as "nothing here" (class 0, no span) without faulting, including addresses the tree can
+// never hold, and Ensure must allocate nodes only when needed and fail without damage.
+#include "pagemap.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+namespace tcm {
+namespace {
+
+// Node allocator with a switch to simulate running out of memory. calloc is fine here:
+// the test process uses glibc malloc, and the nodes are zeroed as the contract requires.
+// Nodes are leaked on purpose (PageMap never frees them either).
+int g_allocs_left = -1;  // < 0: unlimited
+int g_allocs_done = 0;
+void* TestNodeAlloc(size_t bytes) {
+  if (g_allocs_left == 0) return nullptr;
+  if (g_allocs_left > 0) --g_allocs_left;
+  ++g_allocs_done;
+  return calloc(1, bytes);
+}
+
+class PageMapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_allocs_left = -1;
+    g_allocs_done = 0;
+    map_ = std::make_unique<PageMap>(&TestNodeAlloc);
+  }
+  void TearDown() override { g_allocs_left = -1; }
+
+  // Distinct fake span pointers: the pagemap never dereferences them.
+  static Span* Fake(uintptr_t i) { return reinterpret_cast<Span*>((i + 1) * 64); }
+
+  std::unique_ptr<PageMap> map_;
+};
+
+constexpr uintptr_t kMaxPage = (uintptr_t{1} << PageMap::kPageBits) - 1;
+constexpr uintptr_t kLeafPages = PageMap::kLeafLength;
+constexpr uintptr_t kMidPages = PageMap::kLeafLength * PageMap::kMidLength;
+constexpr uintptr_t kClassLeafPages = PageMap::kClassLeafLength;
+
+TEST_F(PageMapTest, EmptyMapKnowsNothing) {
+  // Lookups of unpopulated pages go through the shared zero nodes: no fault, no allocation.
+  for (uintptr_t addr : {uintptr_t{0}, uintptr_t{1}, uintptr_t{4096}, uintptr_t{0x7f0012345678},
+                         (uintptr_t{1} << kAddressBits) - 1}) {
+    EXPECT_EQ(map_->ClassOf(addr), 0) << std::hex << addr;
+    EXPECT_EQ(map_->GetSpan(PageId::FromAddr(addr)), nullptr) << std::hex << addr;
+  }
+  // Pages beyond 48 bits cannot be in the map at all (free() of a wild pointer must not
+  // index past the root).
+  for (uintptr_t page : {kMaxPage + 1, uintptr_t{1} << 40, ~uintptr_t{0}})
+    EXPECT_EQ(map_->GetSpan(PageId{page}), nullptr) << std::hex << page;
+  EXPECT_EQ(map_->node_bytes(), 0u);
+  EXPECT_EQ(g_allocs_done, 0);
+}
+
+TEST_F(PageMapTest, SetAndGetRoundTripEverywhere) {
+  // Low, high (last page below 2^48) and pages on both sides of leaf and mid boundaries.
+  const uintptr_t pages[] = {0,
+                             1,
+                             kLeafPages - 1,
+                             kLeafPages,
+                             kMidPages - 1,
+                             kMidPages,
+                             kClassLeafPages - 1,  // the class map has its own leaves
+                             kClassLeafPages,
+                             0x7f0012345678 >> kPageShift,
+                             kMaxPage - 1,
+                             kMaxPage};
+  for (size_t i = 0; i < std::size(pages); ++i) {
+    PageId p{pages[i]};
+    ASSERT_TRUE(map_->Ensure(p, Length{1})) << std::hex << pages[i];
+    map_->Set(p, Fake(i));
+    map_->SetClass(p, static_cast<uint8_t>(i + 1));
+  }
+  for (size_t i = 0; i < std::size(pages); ++i) {
+    PageId p{pages[i]};
+    EXPECT_EQ(map_->GetSpan(p), Fake(i)) << std::hex << pages[i];
+    EXPECT_EQ(map_->ClassOf(p.addr()), i + 1) << std::hex << pages[i];
+    // Any address inside the page finds the same entry.
+    EXPECT_EQ(map_->ClassOf(p.addr() + kPageSize - 1), i + 1) << std::hex << pages[i];
+  }
+  // Entries are independent: an Ensured but unset neighbour still reads empty.
+  EXPECT_EQ(map_->GetSpan(PageId{2}), nullptr);
+  EXPECT_EQ(map_->ClassOf(PageId{2}.addr()), 0);
+}
+
+TEST_F(PageMapTest, EnsureAcrossLeafAndMidBoundaries) {
+  // A range straddling a mid boundary needs two mids and a leaf on each side.
+  const PageId start{kMidPages - 3};
+  const Length n{6};
+  ASSERT_TRUE(map_->Ensure(start, n));
+  EXPECT_EQ(map_->node_bytes(), 2 * sizeof(PageMap::Mid) + 2 * sizeof(PageMap::Leaf));
+  for (uintptr_t i = 0; i < n.n; ++i) {
+    map_->Set(start + Length{i}, Fake(i));
+    map_->SetClass(start + Length{i}, 7);
+  }
+  for (uintptr_t i = 0; i < n.n; ++i) {
+    EXPECT_EQ(map_->GetSpan(start + Length{i}), Fake(i));
+    EXPECT_EQ(map_->ClassOf((start + Length{i}).addr()), 7);
+  }
+  // A range spanning parts of 4 leaves (in mid 0, which exists now) allocates 4 leaves.
+  const size_t before = map_->node_bytes();
+  ASSERT_TRUE(map_->Ensure(PageId{10 * kLeafPages + 5}, Length{3 * kLeafPages}));
+  EXPECT_EQ(map_->node_bytes() - before, 4 * sizeof(PageMap::Leaf));
+  map_->Set(PageId{13 * kLeafPages + 4}, Fake(99));  // last page of the range: covered
+  EXPECT_EQ(map_->GetSpan(PageId{13 * kLeafPages + 4}), Fake(99));
+}
+
+TEST_F(PageMapTest, NodeBytesGrowOnlyForNewNodes) {
+  ASSERT_TRUE(map_->Ensure(PageId{100}, Length{1}));
+  const size_t one_leaf = sizeof(PageMap::Mid) + sizeof(PageMap::Leaf);
+  EXPECT_EQ(map_->node_bytes(), one_leaf);
+  // Same leaf again, or another page of it: nothing new.
+  ASSERT_TRUE(map_->Ensure(PageId{100}, Length{1}));
+  ASSERT_TRUE(map_->Ensure(PageId{0}, Length{kLeafPages}));
+  EXPECT_EQ(map_->node_bytes(), one_leaf);
+  EXPECT_EQ(g_allocs_done, 2);
+  // Next leaf of the same mid: one leaf.
+  ASSERT_TRUE(map_->Ensure(PageId{kLeafPages}, Length{1}));
+  EXPECT_EQ(map_->node_bytes(), one_leaf + sizeof(PageMap::Leaf));
+  // Empty range: nothing at all.
+  ASSERT_TRUE(map_->Ensure(PageId{5 * kMidPages}, Length{0}));
+  EXPECT_EQ(map_->node_bytes(), one_leaf + sizeof(PageMap::Leaf));
+  EXPECT_EQ(g_allocs_done, 3);
+}
+
+TEST_F(PageMapTest, EnsureRejectsRangesBeyondTheAddressSpace) {
+  EXPECT_TRUE(map_->Ensure(PageId{kMaxPage}, Length{1}));
+  EXPECT_FALSE(map_->Ensure(PageId{kMaxPage}, Length{2}));
+  EXPECT_FALSE(map_->Ensure(PageId{kMaxPage + 1}, Length{1}));
+  // start + n wraps around: must not be mistaken for a small range.
+  EXPECT_FALSE(map_->Ensure(PageId{5}, Length{~uintptr_t{0}}));
+}
+
+TEST_F(PageMapTest, EnsureFailsCleanlyWhenOutOfMemory) {
+  g_allocs_left = 0;
+  EXPECT_FALSE(map_->Ensure(PageId{1234}, Length{1}));
+  EXPECT_EQ(map_->node_bytes(), 0u);
+  EXPECT_EQ(map_->GetSpan(PageId{1234}), nullptr);
+
+  // The mid succeeds, the leaf fails: the published mid is complete (points at the empty
+  // leaf), so lookups still read as empty.
+  g_allocs_left = 1;
+  EXPECT_FALSE(map_->Ensure(PageId{1234}, Length{1}));
+  EXPECT_EQ(map_->node_bytes(), sizeof(PageMap::Mid));
+  EXPECT_EQ(map_->GetSpan(PageId{1234}), nullptr);
+  EXPECT_EQ(map_->ClassOf(PageId{1234}.addr()), 0);
+
+  // Memory is back: a retry completes the path and reuses the mid.
+  g_allocs_left = -1;
+  ASSERT_TRUE(map_->Ensure(PageId{1234}, Length{1}));
+  EXPECT_EQ(map_->node_bytes(), sizeof(PageMap::Mid) + sizeof(PageMap::Leaf));
+  map_->Set(PageId{1234}, Fake(1));
+  EXPECT_EQ(map_->GetSpan(PageId{1234}), Fake(1));
+}
+
+TEST_F(PageMapTest, ClearingAClassNeverWritesTheSharedEmptyNodes) {
+  // Class 0 is what an unpopulated page already reads; clearing one must not allocate or
+  // write to the shared zero node that every other unpopulated lookup goes through.
+  const PageId far{kMaxPage - 12345};
+  map_->SetClass(far, 0);
+  EXPECT_EQ(map_->ClassOf(far.addr()), 0);
+  EXPECT_EQ(map_->ClassOf(PageId{777}.addr()), 0);
+  EXPECT_EQ(map_->node_bytes(), 0u);
+}
+
+TEST_F(PageMapTest, SetWithoutEnsureCrashes) {
+  // Writing through the shared empty nodes would corrupt every unpopulated lookup.
+  EXPECT_DEATH(map_->Set(PageId{77}, Fake(0)), "internal check failed");
+}
+
+}  // namespace
+}  // namespace tcm

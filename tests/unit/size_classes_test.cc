@@ -1,0 +1,87 @@
+// Size classes: the table the whole allocator rounds through. The header's static_asserts
+// check shape; these tests check the promises made to callers (smallest fitting class,
+// bounded rounding waste, span packing) exhaustively over every small request size.
+#include "size_classes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace tcm {
+namespace {
+
+TEST(SizeClasses, CountIsAboutWhatTheDesignSays) {
+  // kNumClasses counts class 0 ("not a small object") too.
+  EXPECT_GE(kNumClasses - 1, 88u);
+  EXPECT_LE(kNumClasses - 1, 100u);
+  EXPECT_EQ(SizeMap::ClassSize(0), 0u);
+  EXPECT_EQ(SizeMap::ClassSize(kNumClasses - 1), kMaxSize);
+}
+
+TEST(SizeClasses, EightByteObjectsCostEightBytes) {
+  // The design's space claim: N 8-byte objects take ~8N bytes, so 1..8 share an exact class.
+  EXPECT_EQ(SizeMap::ClassSize(1), 8u);
+  for (size_t s = 1; s <= 8; ++s) EXPECT_EQ(SizeMap::ClassIndex(s), 1u) << "size " << s;
+}
+
+TEST(SizeClasses, EveryRequestGetsTheSmallestFittingClassWithBoundedWaste) {
+  size_t failures = 0;
+  for (size_t size = 1; size <= kMaxSize && failures < 10; ++size) {
+    const size_t cl = SizeMap::ClassIndex(size);
+    ASSERT_GE(cl, 1u);
+    ASSERT_LT(cl, kNumClasses);
+    const size_t got = SizeMap::ClassSize(cl);
+    bool ok = true;
+    // Fits.
+    ok &= got >= size;
+    // Smallest: the class just below is too small (classes are strictly increasing).
+    ok &= cl == 1 || SizeMap::ClassSize(cl - 1) < size;
+    // Rounding waste: at most 15 B for tiny requests, at most 12.5% above 128 B.
+    ok &= got - size <= std::max<size_t>(15, size / 8);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "size " << size << " -> class " << cl << " (" << got << " B)";
+    }
+  }
+  EXPECT_EQ(failures, 0u);
+}
+
+TEST(SizeClasses, ClassSizesAreIncreasingAndGlibcAligned) {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const size_t s = SizeMap::ClassSize(cl);
+    if (cl > 1) {
+      EXPECT_GT(s, SizeMap::ClassSize(cl - 1)) << "class " << cl;
+    }
+    // glibc guarantees 16-byte alignment for requests >= 16; programs rely on it.
+    if (s >= 16) {
+      EXPECT_EQ(s % 16, 0u) << "class " << cl << " size " << s;
+    }
+    // Each class size maps back to itself (ClassIndex is a fixed point on class sizes).
+    EXPECT_EQ(SizeMap::ClassIndex(s), cl) << "size " << s;
+  }
+}
+
+TEST(SizeClasses, SpansHoldObjectsWithLittleTailWaste) {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const size_t size = SizeMap::ClassSize(cl);
+    const size_t span = SizeMap::ClassPages(cl) * kPageSize;
+    ASSERT_GE(SizeMap::ClassPages(cl), 1u) << "class " << cl;
+    const size_t objs = SizeMap::ObjectsPerSpan(cl);
+    EXPECT_GE(objs, 1u) << "class " << cl;
+    EXPECT_EQ(objs, span / size) << "class " << cl;
+    EXPECT_LE(objs * size, span) << "class " << cl;
+    // The unusable tail of a span is at most 1/8 of it.
+    EXPECT_LE(span - objs * size, span / 8) << "class " << cl << " size " << size;
+  }
+}
+
+TEST(SizeClasses, BatchSizesAreBounded) {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    EXPECT_GE(SizeMap::NumToMove(cl), 2u) << "class " << cl;
+    EXPECT_LE(SizeMap::NumToMove(cl), 32u) << "class " << cl;
+  }
+}
+
+}  // namespace
+}  // namespace tcm
