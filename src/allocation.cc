@@ -128,7 +128,7 @@ static bool SampleDue(ThreadCache* tc, size_t size) {
 static uintptr_t g_text_lo = 0, g_text_hi = 0;
 static std::atomic<int> g_text_state{0};  // 0 unknown, 1 shared library, 2 static link
 
-static int CaptureUserStack(void** pcs) {
+int CaptureUserStack(void** pcs, int max_depth) {
   if (g_text_state.load(std::memory_order_acquire) == 0) {
     uintptr_t lo, hi;
     bool main_program = true;
@@ -152,7 +152,7 @@ static int CaptureUserStack(void** pcs) {
     first = depth < 3 ? depth : 3;  // statically linked: our frames are not told apart by address
   }
   int n = depth - first;
-  if (n > os::kMaxStackDepth) n = os::kMaxStackDepth;
+  if (n > max_depth) n = max_depth;
   for (int i = 0; i < n; ++i) pcs[i] = raw[first + i];
   return n;
 }
@@ -160,7 +160,7 @@ static int CaptureUserStack(void** pcs) {
 // A sampled allocation: its own page run, carrying the sample's record.
 TCM_NOINLINE static void* AllocateSampled(size_t size) {
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureUserStack(pcs);
+  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);
   const size_t align = tls_requested_align;
   Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
   if (span == nullptr) return nullptr;

@@ -112,6 +112,9 @@ size_t ReleaseToSystem(size_t bytes);
 // cache too; the next allocation builds a new one).
 size_t CallingThreadCacheSize();
 void ReleaseCallingThreadCache(bool destroy);
+// The calling thread's stack without the allocator's own frames (for samples, the heap
+// profiler and the heap checker). Never allocates. Returns the depth (<= max_depth).
+int CaptureUserStack(void** pcs, int max_depth);
 // What the allocator knows about p: 0 = not ours, else its usable size.
 size_t OwnedSize(const void* p);
 
