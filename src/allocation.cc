@@ -227,6 +227,10 @@ void DeallocateSlow(void* p) noexcept {
   if (cl == 0) return DeallocateLarge(p);
   ThreadCache* tc = tls_cache;
   if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
+  if constexpr (kDebugBuild) {
+    DebugCheckBlockStart(p, cl);
+    DebugPoison(p, SizeMap::ClassSize(cl));
+  }
   tc = GetOrCreateCache();
   if (tc == nullptr) {
     *static_cast<void**>(p) = nullptr;
@@ -234,6 +238,62 @@ void DeallocateSlow(void* p) noexcept {
     return;
   }
   tc->PushSlow(p, cl);
+}
+
+// ---- debug build checks ----
+
+void DebugPoison(void* p, size_t size) {
+  // The first word is the free-list link.
+  size_t n = size < kPoisonBytes ? size : kPoisonBytes;
+  if (n > sizeof(void*)) memset(static_cast<char*>(p) + sizeof(void*), kFreedPattern, n - sizeof(void*));
+}
+
+void DebugCheckPoison(void* p, size_t size) {
+  size_t n = size < kPoisonBytes ? size : kPoisonBytes;
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (size_t i = sizeof(void*); i < n; ++i)
+    if (b[i] != kFreedPattern) Crash("heap corruption: %p (%zu-byte block) was written after it was freed", p, size);
+}
+
+void DebugCheckBlockStart(void* p, size_t cl) {
+  Span* span = g_pagemap.GetSpan(PageId::FromPtr(p));
+  if (span == nullptr || span->sizeclass != cl) InvalidPointer("free()", p);
+  size_t offset = static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(span->start_ptr()));
+  if (offset % SizeMap::ClassSize(cl) != 0) Crash("free(): invalid pointer %p (not the start of a block)", p);
+}
+
+void VerifyHeap() {
+  EnsureInitialized();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].Verify();
+  // The calling thread's cache: every object is a block of the list's class.
+  ThreadCache* tc = tls_cache;
+  if (tc != &g_empty_cache) {
+    for (size_t cl = 1; cl < kNumClasses; ++cl) {
+      uint32_t n = 0;
+      for (void* o = tc->lists_[cl].head; o != nullptr; o = *static_cast<void**>(o)) {
+        TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl);
+        TCM_CHECK(++n <= tc->lists_[cl].length);
+      }
+      TCM_CHECK(n == tc->lists_[cl].length);
+    }
+  }
+  SpinLockHolder h(g_pageheap.lock());
+  g_pageheap.Verify();
+  // Every in-use span is found by a pagemap walk, with its pages mapped as promised.
+  size_t in_use = 0;
+  g_pageheap.ForEachSpanFrom(PageId{0}, [&](Span* s) {
+    if (s->location == Span::kInUse) {
+      ++in_use;
+      TCM_CHECK(g_pagemap.GetSpan(s->last()) == s);
+      if (s->sizeclass != 0)
+        for (Length i{0}; i < s->length; i = i + Length{1})
+          TCM_CHECK(g_pagemap.ClassOf((s->start + i).addr()) == s->sizeclass);
+    }
+    return true;
+  });
+  TCM_CHECK(in_use == g_pageheap.stats().in_use_spans);
+  const PageHeapStats& st = g_pageheap.stats();
+  TCM_CHECK(st.free_bytes + st.unmapped_bytes <= st.system_bytes);
 }
 
 // ---- the rest of the API ----

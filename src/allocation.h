@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "base/config.h"
+#include "base/log.h"
 #include "globals.h"
 #include "malloc_hook.h"
 #include "size_classes.h"
@@ -34,6 +35,15 @@ void InitThreadExitHook();
 // Allocations of at least this many bytes are reported on stderr (0 = never).
 void SetLargeAllocReportThreshold(size_t bytes);
 
+// Debug build only: freed small objects are filled with a pattern that is checked when
+// they are handed out again, which catches writes after free; and free() checks that a
+// small pointer is the start of a block.
+inline constexpr unsigned char kFreedPattern = 0xfd;
+inline constexpr size_t kPoisonBytes = 256;  // bounded so big classes stay affordable
+void DebugPoison(void* p, size_t size);
+void DebugCheckPoison(void* p, size_t size);
+void DebugCheckBlockStart(void* p, size_t cl);
+
 // Pops an object of class cl from tc's list; nullptr if the list is empty.
 TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   ThreadCache::FreeList& list = tc->lists_[cl];
@@ -42,6 +52,7 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   list.head = *static_cast<void**>(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
+  if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
   return result;
 }
 
@@ -61,6 +72,7 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   list.head = *static_cast<void**>(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
+  if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
   return result;
 }
 
@@ -74,6 +86,10 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   ThreadCache::FreeList& list = tc->lists_[cl];
   // p == head is a double free caught for the price of one compare.
   if (TCM_UNLIKELY(list.length >= list.max_length || p == list.head)) return DeallocateSlow(p);
+  if constexpr (kDebugBuild) {
+    DebugCheckBlockStart(p, cl);
+    DebugPoison(p, list.object_size);
+  }
   *static_cast<void**>(p) = list.head;
   list.head = p;
   ++list.length;
@@ -104,6 +120,10 @@ struct HeapTotals {
   size_t thread_caches;
 };
 HeapTotals ComputeTotals();
+// Walks the whole heap checking every invariant (page heap, central lists, the calling
+// thread's cache, pagemap coverage, statistics); crashes with a message on a violation.
+void VerifyHeap();
+
 // Releases every free page-heap run to the OS; returns bytes released.
 size_t ReleaseFreeMemory();
 // Releases at least `bytes` of free memory if there is that much; returns bytes released.

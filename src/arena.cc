@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "fault_injection.h"
 #include "platform/os.h"
 
 namespace tcm {
@@ -13,6 +14,7 @@ void* Arena::Alloc(size_t bytes, size_t align) {
   if (cur_ == nullptr || pad + bytes > left_) {
     // Start a new chunk; the rest of the old one is abandoned (at most one small object).
     size_t want = bytes + align > kChunk ? ((bytes + align + 4095) & ~size_t{4095}) : kChunk;
+    if (InjectedFault(want)) return nullptr;
     char* chunk = static_cast<char*>(os::MapAnonymous(want));
     if (chunk == nullptr) return nullptr;
     reserved_ += want;

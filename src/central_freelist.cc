@@ -29,6 +29,13 @@ void CentralFreeList::FlushTransferCacheIfIdle() {
   transfer_.DrainIfIdle([this](void* head, void*, int n) { InsertRange(head, n); });
 }
 
+// Debug build: new objects carry the freed-object pattern too, so the check on hand-out
+// (allocation.h) holds for every object.
+void CentralFreeList::PoisonNew(void* obj) {
+  size_t n = size_ < 256 ? size_ : 256;
+  if (n > sizeof(void*)) __builtin_memset(static_cast<char*>(obj) + sizeof(void*), 0xfd, n - sizeof(void*));
+}
+
 bool CentralFreeList::Populate() {
   lock_.Unlock();
   Span* span;
@@ -45,9 +52,11 @@ bool CentralFreeList::Populate() {
   char* p = static_cast<char*>(span->start_ptr());
   void* head = p;
   for (uint32_t i = 1; i < objects_per_span_; ++i) {
+    if constexpr (kDebugBuild) PoisonNew(p);
     NextOf(p) = p + size_;
     p += size_;
   }
+  if constexpr (kDebugBuild) PoisonNew(p);
   NextOf(p) = nullptr;
   span->objects = head;
   span->refcount = 0;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/log.h"
 #include "base/spinlock.h"
 #include "page_heap.h"
 #include "span.h"
@@ -59,6 +60,7 @@ class CentralFreeList {
 
  private:
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
+  void PoisonNew(void* obj);
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
   SpinLock lock_;

@@ -132,10 +132,7 @@ SampleRecord* SnapshotSamples(size_t* n) {
 class TCMallocImplementation final : public MallocExtension {
  public:
   bool VerifyAllMemory() override {
-    EnsureInitialized();
-    for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].Verify();
-    SpinLockHolder h(g_pageheap.lock());
-    g_pageheap.Verify();
+    VerifyHeap();
     return true;
   }
   bool VerifyNewMemory(const void* p) override { return p == nullptr || OwnedSize(p) != 0; }

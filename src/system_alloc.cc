@@ -4,6 +4,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "fault_injection.h"
 #include "platform/os.h"
 
 namespace tcm {
@@ -61,6 +62,7 @@ void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size
   if (alignment < kPageSize) alignment = kPageSize;
   if (bytes > kMaxAllocation) return nullptr;
   bytes = RoundUp(bytes, alignment);
+  if (InjectedFault(bytes)) return nullptr;
   for (int s = first; s < kNumSources; ++s) {
     if (!enabled_[s]) continue;
     void* p = nullptr;

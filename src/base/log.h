@@ -40,4 +40,15 @@ void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
       ::tcm::Crash("%s:%d: internal check failed: %s", __FILE__, __LINE__, #cond); \
   } while (0)
 
+// Checks that only the debug build (-DTCMALLOC_DEBUG / TCM_DEBUG) pays for.
+#ifdef TCM_DEBUG
+#define TCM_DCHECK(cond) TCM_CHECK(cond)
+inline constexpr bool kDebugBuild = true;
+#else
+#define TCM_DCHECK(cond) \
+  do {                   \
+  } while (0)
+inline constexpr bool kDebugBuild = false;
+#endif
+
 #endif  // TCMALLOC_BASE_LOG_H_
