@@ -13,7 +13,7 @@ bash scripts/install-deps.sh
 BUILD=${BUILD:-build}
 echo "demo: building the project (Release) in $BUILD/"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD"
+cmake --build "$BUILD" --target tcmalloc_minimal bench_workloads
 
 # Plots need matplotlib, which install-deps.sh installs for the system Python: prefer that one
 # over whatever python3 comes first in PATH (a pyenv or venv Python would not see it).
