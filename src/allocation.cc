@@ -333,6 +333,21 @@ size_t UsableSize(const void* p, const char* who) {
   return n;
 }
 
+// A large block grows into the free pages right after it, or gives back its tail, without
+// copying (what makes realloc loops cheap). Sampled blocks keep their record as they are.
+static bool ResizeLargeInPlace(void* p, size_t size) {
+  const Length want = Length::FromBytesRoundUp(size);
+  SpinLockHolder h(g_pageheap.lock());
+  Span* span = g_pagemap.GetSpan(PageId::FromPtr(p));
+  if (span == nullptr || span->location != Span::kInUse || span->sizeclass != 0 || span->sample != nullptr)
+    return false;
+  if (want < span->length) {
+    g_pageheap.ShrinkInPlace(span, want);
+    return true;
+  }
+  return g_pageheap.ExtendInPlace(span, want);
+}
+
 void* Reallocate(void* p, size_t size) {
   if (p == nullptr) return Allocate(size);
   if (size == 0) {
@@ -343,6 +358,7 @@ void* Reallocate(void* p, size_t size) {
   const size_t old = UsableSize(p, "realloc()");
   // Stay in place when the block fits and would not waste more than half of it.
   if (size <= old && size >= old / 2) return p;
+  if (old > kMaxSize && size > kMaxSize && size <= kMaxAllocation && ResizeLargeInPlace(p, size)) return p;
   void* fresh = nullptr;
   if (size > old && size < old + old / 4) {
     // Growing by small steps (a realloc loop): leave headroom so the next steps fit.

@@ -173,6 +173,49 @@ bool PageHeap::GrowHeap(Length n) {
   return true;
 }
 
+bool PageHeap::ExtendInPlace(Span* span, Length new_len) {
+  const Length extra = new_len - span->length;
+  Span* next = pagemap_->GetSpan(span->end());
+  if (next == nullptr || next->start != span->end() ||
+      (next->location != Span::kNormal && next->location != Span::kReturned) || next->length < extra)
+    return false;
+  if (next->location == Span::kReturned && limit_ != 0 && !MakeRoom(extra)) return false;
+  // MakeRoom may have merged `next` into a bigger run: look it up again.
+  next = pagemap_->GetSpan(span->end());
+  if (next == nullptr || next->start != span->end() || next->length < extra ||
+      (next->location != Span::kNormal && next->location != Span::kReturned))
+    return false;
+  RemoveFree(next);
+  if (next->length > extra) {
+    Span* rest = NewSpan(next->start + extra, next->length - extra);
+    if (rest == nullptr) {
+      InsertFree(next);
+      return false;
+    }
+    rest->location = next->location;
+    rest->fresh = next->fresh;
+    rest->free_since = next->free_since;
+    RecordSpan(rest);
+    InsertFree(rest);
+  }
+  DeleteSpan(next);
+  span->length = new_len;
+  span->fresh = false;
+  RecordSpan(span);
+  return true;
+}
+
+void PageHeap::ShrinkInPlace(Span* span, Length new_len) {
+  Span* tail = NewSpan(span->start + new_len, span->length - new_len);
+  if (tail == nullptr) return;  // keep the pages: correct, just not returned
+  span->length = new_len;
+  RecordSpan(span);
+  RecordSpan(tail);
+  tail->location = Span::kInUse;
+  ++stats_.in_use_spans;  // Delete() un-counts it
+  Delete(tail);
+}
+
 void PageHeap::RegisterSizeClass(Span* span, uint8_t cl) {
   span->sizeclass = cl;
   for (Length i{0}; i < span->length; i = i + Length{1}) {

@@ -58,6 +58,11 @@ class PageHeap {
   Span* NewAligned(Length n, Length align);
   // Returns an in-use span (large or small-object) to the free runs.
   void Delete(Span* span);
+  // Grows an in-use large span to new_len pages by taking the free run right after it;
+  // false (nothing changed) if that run is missing or too short.
+  bool ExtendInPlace(Span* span, Length new_len);
+  // Shrinks an in-use large span to new_len pages, giving the tail back.
+  void ShrinkInPlace(Span* span, Length new_len);
   // Turns an in-use span into a small-object span of class cl: every page gets mapped.
   void RegisterSizeClass(Span* span, uint8_t cl);
 

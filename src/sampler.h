@@ -23,7 +23,7 @@ namespace tcm {
 
 // Countdown used while sampling is off: the slow path then looks at the parameter again
 // after this many bytes, so turning sampling on at run time takes effect soon.
-inline constexpr int64_t kSamplingOffRecheck = int64_t{1} << 20;
+inline constexpr int64_t kSamplingOffRecheck = int64_t{64} << 20;
 
 // Next gap (bytes, >= 1) for mean `mean`, from the per-thread generator state *rng.
 int64_t NextSampleGap(uint64_t* rng, int64_t mean);

@@ -630,5 +630,44 @@ TEST_F(PageHeapTest, RandomOperationsKeepEveryInvariant) {
   EXPECT_EQ(Stats().free_bytes + Stats().unmapped_bytes, Stats().system_bytes);
 }
 
+// realloc of large blocks: growing takes the free run right after the span, shrinking gives
+// the tail back; neither moves the block.
+TEST_F(PageHeapTest, LargeSpansGrowAndShrinkInPlace) {
+  Span* a = New(40);
+  Span* wall = New(10);  // keeps a's neighbourhood known: a, then whatever follows
+  Delete(wall);          // a is now followed by a free run (wall merged into the rest)
+  const PageId start = a->start;
+  {
+    SpinLockHolder h(heap().lock());
+    ASSERT_TRUE(heap().ExtendInPlace(a, Length{60}));
+  }
+  in_use_pages_ += 20;
+  EXPECT_EQ(a->start, start);
+  EXPECT_EQ(a->length.n, 60u);
+  EXPECT_EQ(pagemap().GetSpan(a->last()), a);
+  CheckHeap();
+
+  {
+    SpinLockHolder h(heap().lock());
+    heap().ShrinkInPlace(a, Length{5});
+  }
+  in_use_pages_ -= 55;
+  EXPECT_EQ(a->start, start);
+  EXPECT_EQ(a->length.n, 5u);
+  CheckHeap();
+
+  // A neighbour in use blocks growth, and nothing changes.
+  Span* b = New(1);
+  ASSERT_EQ(b->start, a->end()) << "the freed tail is reused first";
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_FALSE(heap().ExtendInPlace(a, Length{6}));
+  }
+  EXPECT_EQ(a->length.n, 5u);
+  Delete(b);
+  Delete(a);
+  CheckHeap();
+}
+
 }  // namespace
 }  // namespace tcm
