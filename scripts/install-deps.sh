@@ -7,8 +7,9 @@ set -euo pipefail
 PACKAGES=(
   libtcmalloc-minimal4 libjemalloc2 libmimalloc2.0   # peer allocators
   sqlite3 git perl                                   # real programs under LD_PRELOAD
-  python3 python3-matplotlib                         # benchmark plots, CPython regression tests
+  python3 python3-matplotlib libpython3.11-testsuite # benchmark plots, CPython regression tests
   valgrind pkg-config cmake ninja-build g++ libgtest-dev
+  graphviz                                           # `dot`: pprof -png/-svg draw with it
 )
 
 missing=()
@@ -27,6 +28,33 @@ if ((${#missing[@]})); then
   if ! { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
     tail -20 "$log" >&2
     echo "install-deps: apt-get failed" >&2
+    exit 1
+  fi
+fi
+
+# pprof (github.com/google/pprof), which reads the heap profiles, built from the Go module
+# proxy with the preinstalled Go toolchain. Pinned, so the tests parse a known output format.
+# It goes to /usr/local/bin (or ~/.local/bin without root); the tests look in both.
+PPROF_VERSION=v0.0.0-20261016150608-1facf8f91b50
+if [ -w /usr/local/bin ]; then PPROF_BIN=/usr/local/bin; else PPROF_BIN="$HOME/.local/bin"; fi
+# A `pprof` already on PATH counts only if it is the Go one (gperftools' Perl pprof differs).
+go_pprof_on_path() {
+  command -v pprof >/dev/null || return 1
+  case "$(pprof -h 2>&1 || true)" in *-sample_index*) return 0 ;; esac
+  return 1
+}
+if [ ! -x "$PPROF_BIN/pprof" ] && ! go_pprof_on_path; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$GO" ]; then
+    echo "install-deps: need the Go toolchain (go) to build pprof" >&2
+    exit 1
+  fi
+  mkdir -p "$PPROF_BIN"
+  log=$(mktemp /tmp/install-deps.XXXXXX.log)
+  echo "install-deps: building pprof $PPROF_VERSION into $PPROF_BIN (log: $log)"
+  if ! GOBIN="$PPROF_BIN" GOFLAGS=-buildvcs=false "$GO" install "github.com/google/pprof@$PPROF_VERSION" >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    echo "install-deps: go install github.com/google/pprof failed" >&2
     exit 1
   fi
 fi

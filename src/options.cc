@@ -124,16 +124,29 @@ static void PrintDefault(const OptionSpec& spec, const Options& defaults, char* 
 }
 
 void LoadOptions(Options* opts) {
-  const Options defaults;
-  for (const OptionSpec& spec : kTable) {
-    char value[256];
-    if (!os::GetEnv(spec.name, value, sizeof(value))) continue;
-    if (const char* why = ParseOption(spec, value, opts)) {
-      char def[64];
-      PrintDefault(spec, defaults, def, sizeof(def));
-      Log("ignoring %s=%s: %s; using the default %s", spec.name, value, why, def);
-    }
-  }
+  // One pass over the environment: every record is matched against the table.
+  struct Ctx {
+    Options* opts;
+    Options defaults;
+  } ctx{opts, Options{}};
+  os::ForEachEnv(
+      [](const char* record, void* arg) {
+        auto* c = static_cast<Ctx*>(arg);
+        // Only our variables can match; skip everything else after two compares.
+        if (record[0] != 'T' && record[0] != 'M') return;
+        for (const OptionSpec& spec : kTable) {
+          size_t n = strlen(spec.name);
+          if (strncmp(record, spec.name, n) != 0 || record[n] != '=') continue;
+          const char* value = record + n + 1;
+          if (const char* why = ParseOption(spec, value, c->opts)) {
+            char def[64];
+            PrintDefault(spec, c->defaults, def, sizeof(def));
+            Log("ignoring %s=%s: %s; using the default %s", spec.name, value, why, def);
+          }
+          return;
+        }
+      },
+      &ctx);
 }
 
 }  // namespace tcm

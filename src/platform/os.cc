@@ -163,7 +163,7 @@ size_t FileSizeIfRegular(int fd) {
 
 int GetPid() { return static_cast<int>(syscall(SYS_getpid)); }
 
-bool GetEnv(const char* name, char* buf, size_t len) {
+bool ForEachEnv(void (*fn)(const char* record, void* ctx), void* ctx) {
   // /proc/self/environ holds the initial environment as NAME=value\0 records. Read it in
   // chunks on the stack; a record may straddle two chunks, so carry the partial tail.
   int saved = errno;
@@ -172,39 +172,55 @@ bool GetEnv(const char* name, char* buf, size_t len) {
     errno = saved;
     return false;
   }
-  const size_t name_len = strlen(name);
   char chunk[4096];
-  char record[1024];  // the current record; longer records are skipped unless they match early
+  char record[1024];
   size_t rec_len = 0;
   bool rec_overflow = false;
-  bool found = false;
   for (;;) {
     ssize_t n = syscall(SYS_read, fd, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    for (ssize_t i = 0; i < n && !found; ++i) {
+    for (ssize_t i = 0; i < n; ++i) {
       char c = chunk[i];
       if (c != '\0') {
         if (rec_len + 1 < sizeof(record)) record[rec_len++] = c; else rec_overflow = true;
         continue;
       }
       record[rec_len] = '\0';
-      if (!rec_overflow && rec_len > name_len && memcmp(record, name, name_len) == 0 &&
-          record[name_len] == '=') {
-        size_t vlen = rec_len - name_len - 1;
-        if (vlen >= len) vlen = len - 1;
-        memcpy(buf, record + name_len + 1, vlen);
-        buf[vlen] = '\0';
-        found = true;
-      }
+      if (!rec_overflow) fn(record, ctx);
       rec_len = 0;
       rec_overflow = false;
     }
-    if (found) break;
   }
   syscall(SYS_close, fd);
   errno = saved;
-  return found;
+  return true;
+}
+
+namespace {
+struct EnvLookup {
+  const char* name;
+  size_t name_len;
+  char* buf;
+  size_t len;
+  bool found;
+};
+
+void MatchEnvRecord(const char* record, void* ctx) {
+  auto* q = static_cast<EnvLookup*>(ctx);
+  if (q->found || strncmp(record, q->name, q->name_len) != 0 || record[q->name_len] != '=') return;
+  size_t vlen = strlen(record + q->name_len + 1);
+  if (vlen >= q->len) vlen = q->len - 1;
+  memcpy(q->buf, record + q->name_len + 1, vlen);
+  q->buf[vlen] = '\0';
+  q->found = true;
+}
+}  // namespace
+
+bool GetEnv(const char* name, char* buf, size_t len) {
+  EnvLookup q{name, strlen(name), buf, len, false};
+  ForEachEnv(MatchEnvRecord, &q);
+  return q.found;
 }
 
 }  // namespace tcm::os

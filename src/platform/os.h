@@ -40,6 +40,10 @@ void Yield();
 // (NUL-terminated, truncated to len-1). Returns false if the variable is absent.
 bool GetEnv(const char* name, char* buf, size_t len);
 
+// Calls fn(record, ctx) for each "NAME=value" record of the initial environment, reading
+// /proc/self/environ once (records longer than 1 KiB are skipped). False if unreadable.
+bool ForEachEnv(void (*fn)(const char* record, void* ctx), void* ctx);
+
 int GetPid();
 
 // Files for the memfs and device memory sources. Each returns -1/nullptr/false on failure.
