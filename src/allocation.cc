@@ -356,9 +356,18 @@ void* Reallocate(void* p, size_t size) {
     return nullptr;
   }
   const size_t old = UsableSize(p, "realloc()");
-  // Stay in place when the block fits and would not waste more than half of it.
-  if (size <= old && size >= old / 2) return p;
-  if (old > kMaxSize && size > kMaxSize && size <= kMaxAllocation && ResizeLargeInPlace(p, size)) return p;
+  // Stay in place when the block fits and would not waste more than half of it, or when a
+  // large block can be resized where it is. Hooks (the heap profiler) see such a resize as
+  // the old block freed and a new one of the new size allocated at the same address.
+  const bool in_place = (size <= old && size >= old / 2) ||
+                        (old > kMaxSize && size > kMaxSize && size <= kMaxAllocation && ResizeLargeInPlace(p, size));
+  if (in_place) {
+    if (TCM_UNLIKELY(HooksActive())) {
+      InvokeDeleteHooks(p);
+      InvokeNewHooks(p, size);
+    }
+    return p;
+  }
   void* fresh = nullptr;
   if (size > old && size < old + old / 4) {
     // Growing by small steps (a realloc loop): leave headroom so the next steps fit.
