@@ -34,7 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PROGRAMS = ["t-test1", "t-test2", "fastpath", "larson", "xmalloc", "cache_thrash", "stl_mix",
-            "realloc_growth", "large_churn", "small_overhead"]
+            "realloc_growth", "large_churn", "small_overhead", "phase"]
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
 
 
@@ -101,6 +101,11 @@ def workloads(mode, threads):
     w.append(Workload("8B objects held", ["small_overhead", "10000000" if full else "2000000", "8"],
                       extra={"heap_ratio": "8 B objects: RSS growth / bytes requested",
                              "rss_after_free_mib": "8 B objects: RSS after all were freed, MiB"}))
+    # The design's two-phase program (300 MB phases in full mode).
+    w.append(Workload("two-phase", ["phase", "300" if full else "100"], throughput=False,
+                      extra={"rss_phase1_mib": "two-phase: RSS after phase 1, MiB",
+                             "rss_phase2_mib": "two-phase: RSS after phase 2, MiB",
+                             "rss_idle_mib": "two-phase: RSS after a second of light activity, MiB"}))
     return w
 
 

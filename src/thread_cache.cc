@@ -43,7 +43,7 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   return result;
 }
 
-void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n) {
+void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans) {
   if (n > l->length) n = l->length;
   if (n == 0) return;
   void* start = l->head;
@@ -53,7 +53,11 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n) {
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
-  central_[cl].InsertRange(start, last, static_cast<int>(n));
+  if (to_spans) {
+    central_[cl].InsertRange(start, static_cast<int>(n));
+  } else {
+    central_[cl].InsertRange(start, last, static_cast<int>(n));
+  }
 }
 
 void ThreadCache::PushSlow(void* p, size_t cl) {
@@ -120,7 +124,7 @@ void ThreadCache::Scavenge() {
 
 void ThreadCache::ReleaseAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    ReleaseToCentral(&lists_[cl], cl, lists_[cl].length);
+    ReleaseToCentral(&lists_[cl], cl, lists_[cl].length, /*to_spans=*/true);
     lists_[cl].lowater = 0;
   }
 }

@@ -91,7 +91,10 @@ class ThreadCache {
 
  private:
   friend class ThreadCacheRegistry;
-  void ReleaseToCentral(FreeList* l, size_t cl, uint32_t n);
+  // Moves n objects of class cl to the central list. `to_spans` bypasses the transfer
+  // cache: memory a thread gives up for good (exit, idle) should free whole spans, not sit
+  // in batches that pin spans all over the heap.
+  void ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans = false);
   // Owner only.
   void SetMaxSize(size_t new_max) {
     room_ += static_cast<intptr_t>(new_max) - static_cast<intptr_t>(max_size_);
