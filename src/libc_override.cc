@@ -26,12 +26,23 @@ std::atomic<int> g_new_mode{0};
 
 constexpr bool IsPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
+// The C++ runtime is referenced weakly (see src/CMakeLists.txt): a C program does not load
+// libstdc++ just because we are its malloc. Without it there is no new-handler to call.
+std::new_handler WeakGetNewHandler() noexcept __attribute__((weakref("_ZSt15get_new_handlerv")));
+
+std::new_handler CurrentNewHandler() {
+  // The compiler assumes a function's address is never null; launder it through a register.
+  std::new_handler (*get)() noexcept = WeakGetNewHandler;
+  __asm__("" : "+r"(get));
+  return get != nullptr ? get() : nullptr;
+}
+
 // Calls the new-handler until allocation succeeds. Returns nullptr when there is no
 // handler; lets a throwing handler's exception escape when `may_throw`.
 template <typename F>
 void* RetryWithNewHandler(F alloc, bool may_throw) {
   for (;;) {
-    std::new_handler handler = std::get_new_handler();
+    std::new_handler handler = CurrentNewHandler();
     if (handler == nullptr) {
       if (may_throw) throw std::bad_alloc();
       return nullptr;

