@@ -130,6 +130,24 @@ SampleRecord* SnapshotSamples(size_t* n) {
   }
 }
 
+// The new[]-ed {count, size, depth, pc[depth]}... array ended by a count of 0 that
+// ReadStackTraces and ReadHeapGrowthStackTraces return; each record counts as one object.
+template <typename Record, typename SizeOf>
+void** PackTraces(const Record* recs, size_t n, SizeOf size_of) {
+  size_t words = 1;
+  for (size_t i = 0; i < n; ++i) words += 3 + static_cast<size_t>(recs[i].depth);
+  void** out = new void*[words];
+  size_t w = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[w++] = reinterpret_cast<void*>(uintptr_t{1});
+    out[w++] = reinterpret_cast<void*>(size_of(recs[i]));
+    out[w++] = reinterpret_cast<void*>(static_cast<uintptr_t>(recs[i].depth));
+    for (int d = 0; d < recs[i].depth; ++d) out[w++] = recs[i].pcs[d];
+  }
+  out[w] = nullptr;
+  return out;
+}
+
 class TCMallocImplementation final : public MallocExtension {
  public:
   bool VerifyAllMemory() override {
@@ -282,38 +300,17 @@ class TCMallocImplementation final : public MallocExtension {
     if (sample_period != nullptr) *sample_period = static_cast<int>(g_options.sample_parameter);
     size_t n = 0;
     SampleRecord* recs = SnapshotSamples(&n);
-    size_t words = 1;
-    for (size_t i = 0; i < n; ++i) words += 3 + static_cast<size_t>(recs[i].depth);
-    void** out = new void*[words];
-    size_t w = 0;
-    for (size_t i = 0; i < n; ++i) {
-      out[w++] = reinterpret_cast<void*>(uintptr_t{1});
-      out[w++] = reinterpret_cast<void*>(recs[i].requested);
-      out[w++] = reinterpret_cast<void*>(static_cast<uintptr_t>(recs[i].depth));
-      for (int d = 0; d < recs[i].depth; ++d) out[w++] = recs[i].pcs[d];
-    }
-    out[w] = nullptr;
+    void** out = PackTraces(recs, n, [](const SampleRecord& r) { return r.requested; });
     delete[] recs;
     return out;
   }
 
   void** ReadHeapGrowthStackTraces() override {
     EnsureInitialized();
-    size_t count = CopyGrowthRecords(nullptr, 0) + 16;
-    auto* recs = new GrowthRecord[count];
-    size_t total = CopyGrowthRecords(recs, count);
-    size_t n = total < count ? total : count;
-    size_t words = 1;
-    for (size_t i = 0; i < n; ++i) words += 3 + static_cast<size_t>(recs[i].depth);
-    void** out = new void*[words];
-    size_t w = 0;
-    for (size_t i = 0; i < n; ++i) {
-      out[w++] = reinterpret_cast<void*>(uintptr_t{1});
-      out[w++] = reinterpret_cast<void*>(recs[i].bytes);
-      out[w++] = reinterpret_cast<void*>(static_cast<uintptr_t>(recs[i].depth));
-      for (int d = 0; d < recs[i].depth; ++d) out[w++] = recs[i].pcs[d];
-    }
-    out[w] = nullptr;
+    const size_t cap = CopyGrowthRecords(nullptr, 0) + 16;
+    auto* recs = new GrowthRecord[cap];
+    const size_t total = CopyGrowthRecords(recs, cap);
+    void** out = PackTraces(recs, total < cap ? total : cap, [](const GrowthRecord& r) { return r.bytes; });
     delete[] recs;
     return out;
   }
