@@ -105,8 +105,10 @@ static void* AllocateFromCentral(size_t cl) {
 
 // ---- sampling ----
 
-// The alignment memalign & co. asked for, for the sample record (0 = malloc's).
+// What memalign & co. asked for, while they allocate through a rounded class size: the
+// sample record and the hooks report the request, not the rounding (0 = not aligned).
 static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
+static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
 
 // Whether this allocation, which the fast path did not serve, is to be sampled. The fast
 // path charged the countdown only when it went negative there (and then left).
@@ -162,6 +164,7 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   void* pcs[os::kMaxStackDepth];
   const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);
   const size_t align = tls_requested_align;
+  if (align != 0) size = tls_requested_size;
   Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
   if (span == nullptr) return nullptr;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
@@ -190,7 +193,7 @@ static void* AllocateUnhooked(size_t size) {
 void* AllocateSlow(size_t size) noexcept {
   g_scavenger.OnSlowPath();
   void* result = AllocateUnhooked(size);
-  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, size);
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, tls_requested_align != 0 ? tls_requested_size : size);
   return result;
 }
 
@@ -310,7 +313,8 @@ void* AllocateAligned(size_t align, size_t size) {
     size_t want = size < align ? align : size;
     for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl) {
       if (SizeMap::ClassSize(cl) % align == 0) {
-        tls_requested_align = align;  // only read if this allocation gets sampled
+        tls_requested_align = align;  // only read on slow paths (sampling, hooks)
+        tls_requested_size = size;
         void* p = Allocate(SizeMap::ClassSize(cl));
         tls_requested_align = 0;
         return p;

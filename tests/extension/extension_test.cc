@@ -4,6 +4,7 @@
 #include <gperftools/malloc_extension.h>
 #include <gperftools/malloc_hook.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <cerrno>
@@ -289,6 +290,10 @@ TEST(Hooks, NewAndDeleteHooksSeeEveryCallWhileInstalled) {
   EXPECT_EQ(g_last_new.load(), p);
   EXPECT_EQ(g_last_size.load(), 123u);
   free(p);
+  void* aligned = memalign(128, 300);  // served from a rounded class: the hook sees the request
+  EXPECT_EQ(g_last_new.load(), aligned);
+  EXPECT_EQ(g_last_size.load(), 300u);
+  free(aligned);
   char* q = new char[5000];
   g_sink = q;  // escapes, so the new/delete pair cannot be elided
   delete[] q;
