@@ -174,6 +174,10 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
 }
 
 static void* AllocateUnhooked(size_t size) {
+  if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
+    errno = ENOMEM;
+    return nullptr;
+  }
   ThreadCache* tc = GetOrCreateCache();
   if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
     if (void* p = AllocateSampled(size)) return p;

@@ -24,7 +24,7 @@ size_t AllocTable::Home(uintptr_t key) const {
 }
 
 bool AllocTable::Grow() {
-  const size_t new_cap = slots_.size() == 0 ? kInitialSlots : slots_.size() * 2;
+  const size_t new_cap = slots_.empty() ? kInitialSlots : slots_.size() * 2;
   MappedArray<AllocRecord> fresh;
   if (!fresh.Resize(new_cap)) return false;
   // Re-insert every record into the fresh array.
@@ -83,7 +83,7 @@ bool AllocTable::Remove(uintptr_t addr) {
 // ---- StackTable ----
 
 bool StackTable::GrowIndex() {
-  const size_t new_cap = index_.size() == 0 ? 4096 : index_.size() * 2;
+  const size_t new_cap = index_.empty() ? 4096 : index_.size() * 2;
   MappedArray<uint32_t> fresh;
   if (!fresh.Resize(new_cap)) return false;
   for (size_t i = 0; i < new_cap; ++i) fresh[i] = kNone;

@@ -20,8 +20,8 @@ using namespace tcm;
 
 // ---- the base class: do-nothing defaults, as a malloc without extensions would have ----
 
-SysAllocator::~SysAllocator() {}
-MallocExtension::~MallocExtension() {}
+SysAllocator::~SysAllocator() = default;
+MallocExtension::~MallocExtension() = default;
 void MallocExtension::Initialize() {}
 bool MallocExtension::VerifyAllMemory() { return true; }
 bool MallocExtension::VerifyNewMemory(const void*) { return true; }

@@ -135,7 +135,6 @@ Span* PageHeap::Carve(Span* span, Length n) {
 
 bool PageHeap::GrowHeap(Length n) {
   size_t bytes = n.bytes() < kMinSystemAlloc ? kMinSystemAlloc : n.bytes();
-  if (bytes < n.bytes()) return false;
   if (limit_ != 0) {
     size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
     if (mapped + bytes > limit_) bytes = n.bytes();  // near the limit: no slack chunk

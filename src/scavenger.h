@@ -33,7 +33,10 @@ class Scavenger {
 
   // From slow paths: cheap except every kCallsPerClockRead-th call.
   void OnSlowPath() {
-    if (TCM_UNLIKELY(++calls_ % kCallsPerClockRead == 0)) MaybeMaintain();
+    // An approximate count is enough: relaxed load and store, no locked instruction.
+    const uint32_t n = calls_.load(std::memory_order_relaxed) + 1;
+    calls_.store(n, std::memory_order_relaxed);
+    if (TCM_UNLIKELY(n % kCallsPerClockRead == 0)) MaybeMaintain();
   }
   void MaybeMaintain();
   // One maintenance pass at time `now` (ns, monotonic). Exposed for tests.
@@ -60,7 +63,7 @@ class Scavenger {
   static void* BackgroundLoop(void*);
 
   SpinLock lock_;
-  uint32_t calls_ = 0;  // racy by design: an approximate count is enough
+  std::atomic<uint32_t> calls_{0};
   std::atomic<uint64_t> last_run_{0};
   std::atomic<double> rate_{1.0};
   std::atomic<bool> background_wanted_{false};

@@ -71,7 +71,9 @@ class ThreadCache {
   // Bytes held in the lists (a walk over the classes; racy when read by another thread).
   size_t size() const;
   // Budget after thefts not yet applied by the owner.
-  size_t max_size() const { return max_size_ - stolen_.load(std::memory_order_relaxed); }
+  size_t max_size() const {
+    return __atomic_load_n(&max_size_, __ATOMIC_RELAXED) - stolen_.load(std::memory_order_relaxed);
+  }
   const FreeList& list(size_t cl) const { return lists_[cl]; }
 
   // Slow path of free once room_ ran out: collects garbage if the cache really is over
