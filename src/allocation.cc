@@ -305,6 +305,15 @@ void VerifyHeap() {
 
 // ---- the rest of the API ----
 
+// The smallest class that holds `size` and whose size is a multiple of `align` (its objects
+// sit at multiples of their size from a page-aligned span start, hence aligned); 0 if none.
+// REQUIRES size <= kMaxSize, 16 < align < kPageSize.
+static size_t AlignedClass(size_t size, size_t align) {
+  for (size_t cl = SizeMap::ClassIndex(size < align ? align : size); cl < kNumClasses; ++cl)
+    if (SizeMap::ClassSize(cl) % align == 0) return cl;
+  return 0;
+}
+
 void* AllocateAligned(size_t align, size_t size) {
   if (align <= 16) {
     // Every class >= 16 B is a multiple of 16; only the 8-byte class needs bumping.
@@ -312,17 +321,12 @@ void* AllocateAligned(size_t align, size_t size) {
     return Allocate(size);
   }
   if (size <= kMaxSize && align < kPageSize) {
-    // A class whose size is a multiple of align: its objects sit at multiples of their size
-    // from a page-aligned span start, hence aligned.
-    size_t want = size < align ? align : size;
-    for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl) {
-      if (SizeMap::ClassSize(cl) % align == 0) {
-        tls_requested_align = align;  // only read on slow paths (sampling, hooks)
-        tls_requested_size = size;
-        void* p = Allocate(SizeMap::ClassSize(cl));
-        tls_requested_align = 0;
-        return p;
-      }
+    if (const size_t cl = AlignedClass(size, align)) {
+      tls_requested_align = align;  // only read on slow paths (sampling, hooks)
+      tls_requested_size = size;
+      void* p = Allocate(SizeMap::ClassSize(cl));
+      tls_requested_align = 0;
+      return p;
     }
   }
   if (size > kMaxAllocation || align > kMaxAllocation) {
@@ -418,9 +422,7 @@ size_t GoodSize(size_t size, size_t align) {
     return SizeMap::ClassSize(SizeMap::ClassIndex(size));
   }
   if (size <= kMaxSize && align < kPageSize) {
-    size_t want = size < align ? align : size;
-    for (size_t cl = SizeMap::ClassIndex(want); cl < kNumClasses; ++cl)
-      if (SizeMap::ClassSize(cl) % align == 0) return SizeMap::ClassSize(cl);
+    if (const size_t cl = AlignedClass(size, align)) return SizeMap::ClassSize(cl);
   }
   if (size > kMaxAllocation) return 0;
   return Length::FromBytesRoundUp(size == 0 ? 1 : size).bytes();

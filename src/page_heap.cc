@@ -91,8 +91,7 @@ Span* PageHeap::NewAligned(Length n, Length align) {
     s->length = head;
     RecordSpan(s);
     RecordSpan(rest);
-    Delete(s);  // the head goes back; `rest` is the span handed out now
-    ++stats_.in_use_spans;
+    FreePiece(s);  // the head goes back; `rest` takes its place as the span handed out
     s = rest;
   }
   if (s->length > n) {
@@ -105,8 +104,7 @@ Span* PageHeap::NewAligned(Length n, Length align) {
     s->length = n;
     RecordSpan(s);
     RecordSpan(tail);
-    ++stats_.in_use_spans;  // Delete() un-counts the tail, which was never counted
-    Delete(tail);
+    FreePiece(tail);
   }
   return s;
 }
@@ -210,9 +208,7 @@ void PageHeap::ShrinkInPlace(Span* span, Length new_len) {
   span->length = new_len;
   RecordSpan(span);
   RecordSpan(tail);
-  tail->location = Span::kInUse;
-  ++stats_.in_use_spans;  // Delete() un-counts it
-  Delete(tail);
+  FreePiece(tail);
 }
 
 void PageHeap::RegisterSizeClass(Span* span, uint8_t cl) {
@@ -261,6 +257,10 @@ void PageHeap::Delete(Span* span) {
   --stats_.in_use_spans;
   span->objects = nullptr;
   span->refcount = 0;
+  FreePiece(span);
+}
+
+void PageHeap::FreePiece(Span* span) {
   span->fresh = false;
   span->location = Span::kNormal;
   span->free_since = clock_;

@@ -127,6 +127,9 @@ class PageHeap {
   }
   void InsertFree(Span* s);
   void RemoveFree(Span* s);
+  // Frees pages that belong to no counted in-use span: Delete()'s second half, also used
+  // for the pieces split off an in-use span (alignment slack, a shrunk tail).
+  void FreePiece(Span* s);
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
