@@ -12,25 +12,8 @@ PACKAGES=(
   graphviz                                           # `dot`: pprof -png/-svg draw with it
 )
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
-    echo "install-deps: need root to install: ${missing[*]}" >&2
-    exit 1
-  fi
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  log=$(mktemp /tmp/install-deps.XXXXXX.log)
-  echo "install-deps: installing ${missing[*]} (log: $log)"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
-    tail -20 "$log" >&2
-    echo "install-deps: apt-get failed" >&2
-    exit 1
-  fi
-fi
+source "$(dirname "$0")/apt-install.sh"
+apt_install install-deps "${PACKAGES[@]}"
 
 # pprof (github.com/google/pprof), which reads the heap profiles, built from the Go module
 # proxy with the preinstalled Go toolchain. Pinned, so the tests parse a known output format.
