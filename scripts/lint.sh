@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static analysis of the allocator: clang-tidy-14 (checks in .clang-tidy) over every source
-# of src/, src/base/ and src/platform/ with the real compile flags, then cppcheck over src/
+# of every src/ folder with the real compile flags, then cppcheck over src/
 # (false positives listed, with reasons, in scripts/cppcheck-suppressions.txt).
 # Exits non-zero on any finding of either tool.
 #
@@ -30,7 +30,7 @@ run_tidy() {
     echo "lint: cmake configure failed" >&2
     return 1
   fi
-  local files=(src/*.cc src/base/*.cc src/platform/*.cc) out=$BUILD/clang-tidy.log
+  local files=(src/*/*.cc) out=$BUILD/clang-tidy.log
   # src/CMakeLists.txt may compile a source several times with different -D flags (debug
   # checks, fault injection). Each variant gets its own compilation database, so every
   # variant's #if branches are checked (in the files whose code, or whose headers', the

@@ -18,13 +18,13 @@
 #include <map>
 #include <vector>
 
-#include "arena.h"
+#include "core/arena.h"
 #include "base/spinlock.h"
 #include "fuzz_input.h"
-#include "page_heap.h"
-#include "pagemap.h"
-#include "size_classes.h"
-#include "system_alloc.h"
+#include "core/page_heap.h"
+#include "core/pagemap.h"
+#include "core/size_classes.h"
+#include "core/system_alloc.h"
 
 namespace tcm::fuzz {
 namespace {

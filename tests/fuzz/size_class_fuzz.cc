@@ -13,9 +13,9 @@
 // its memory comes from mmap.
 #include <cerrno>
 
-#include "allocation.h"
+#include "api/allocation.h"
 #include "fuzz_input.h"
-#include "size_classes.h"
+#include "core/size_classes.h"
 
 namespace tcm::fuzz {
 namespace {

@@ -1,6 +1,6 @@
 // HeapProfileTable and ProfileWriter on their own, in a process that keeps glibc's malloc:
 // counts, address reuse, growth of both hash tables, the text format and Reset.
-#include "heap_profile_table.h"
+#include "profiler/heap_profile_table.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "heap_profile_io.h"
+#include "profiler/heap_profile_io.h"
 
 namespace tcm {
 namespace {

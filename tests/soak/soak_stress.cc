@@ -36,7 +36,7 @@
 #include <vector>
 
 #ifdef SOAK_CORE
-#include "allocation.h"
+#include "api/allocation.h"
 #else
 #include <gperftools/malloc_extension.h>
 #endif

@@ -1,7 +1,7 @@
 // Arena and MetadataFreeList: where every piece of allocator metadata comes from. The
 // arena must hand out zeroed, aligned, non-overlapping memory (the allocator never clears
 // what it gets) and account for it; large requests must not be truncated to a chunk.
-#include "arena.h"
+#include "core/arena.h"
 
 #include <gtest/gtest.h>
 

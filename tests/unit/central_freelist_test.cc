@@ -1,7 +1,7 @@
 // CentralFreeList: batches of objects of one class, carved from page-heap spans and
 // returned to the page heap when every object of a span is back. Runs over a private heap
 // so the heap's span count shows exactly what the central list holds.
-#include "central_freelist.h"
+#include "core/central_freelist.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "size_classes.h"
+#include "core/size_classes.h"
 #include "test_heap.h"
 
 namespace tcm {

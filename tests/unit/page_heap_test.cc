@@ -1,7 +1,7 @@
 // PageHeap: runs of pages handed out and taken back. Each scenario runs on a private heap
 // (test_heap.h) so the layout of free runs is known, and ends with Verify() plus the
 // accounting identity  system_bytes == in-use pages + free_bytes + unmapped_bytes.
-#include "page_heap.h"
+#include "core/page_heap.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "size_classes.h"
+#include "core/size_classes.h"
 #include "test_heap.h"
 
 namespace tcm {

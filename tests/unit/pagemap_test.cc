@@ -1,7 +1,7 @@
 // PageMap: the radix tree free() consults for every pointer. Unpopulated parts must read
 // as "nothing here" (class 0, no span) without faulting, including addresses the tree can
 // never hold, and Ensure must allocate nodes only when needed and fail without damage.
-#include "pagemap.h"
+#include "core/pagemap.h"
 
 #include <gtest/gtest.h>
 

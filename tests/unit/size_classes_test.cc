@@ -1,7 +1,7 @@
 // Size classes: the table the whole allocator rounds through. The header's static_asserts
 // check shape; these tests check the promises made to callers (smallest fitting class,
 // bounded rounding waste, span packing) exhaustively over every small request size.
-#include "size_classes.h"
+#include "core/size_classes.h"
 
 #include <gtest/gtest.h>
 

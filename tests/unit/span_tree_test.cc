@@ -1,7 +1,7 @@
 // SpanTree: the page heap's best-fit index of large free runs. Compared step by step with
 // a brute-force model (a sorted multiset of (length, start)) under random inserts/removes,
 // so any broken rotation or search shows up as a wrong answer, not as a later heap bug.
-#include "span_tree.h"
+#include "core/span_tree.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // SystemAllocator: the page heap's memory source. Each source (mmap, sbrk) must return
 // zero-filled, aligned memory of at least the size asked, count what it handed out, and
 // fail with nullptr (not crash) when disabled or asked for the impossible.
-#include "system_alloc.h"
+#include "core/system_alloc.h"
 
 #include <gtest/gtest.h>
 

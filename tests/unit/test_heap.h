@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "arena.h"
-#include "page_heap.h"
-#include "pagemap.h"
-#include "system_alloc.h"
+#include "core/arena.h"
+#include "core/page_heap.h"
+#include "core/pagemap.h"
+#include "core/system_alloc.h"
 
 namespace tcm::testing {
 

@@ -4,7 +4,7 @@
 //
 // The malloc fast path (PopFromCache in allocation.h) runs on the calling thread's global
 // cache; Pop() below does exactly what it does to a list, on our own cache.
-#include "thread_cache.h"
+#include "core/thread_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "central_freelist.h"
-#include "size_classes.h"
+#include "core/central_freelist.h"
+#include "core/size_classes.h"
 #include "test_heap.h"
 
 namespace tcm {

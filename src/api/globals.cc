@@ -1,0 +1,103 @@
+#include "api/globals.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "api/allocation.h"
+#include "base/log.h"
+#include "platform/os.h"
+
+#include <cstdlib>
+
+namespace tcm {
+
+static void* AllocPagemapNode(size_t bytes) { return g_arena.Alloc(bytes, 64); }
+
+constinit Options g_options;
+constinit SystemAllocator g_system;
+constinit Arena g_arena;
+constinit PageMap g_pagemap{&AllocPagemapNode};
+constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
+constinit CentralFreeList g_central[kNumClasses];
+constinit ThreadCacheRegistry g_caches;
+constinit Scavenger g_scavenger;
+constinit SampleRegistry g_samples;
+
+static constinit SpinLock g_init_lock;
+static std::atomic<bool> g_initialized{false};
+
+// Lock order (outermost first): registry, central lists by class, page heap, samples, arena.
+// Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
+// under another allocator lock), so they can come last.
+void LockAll() {
+  g_caches.lock()->Lock();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
+  g_pageheap.lock()->Lock();
+  g_samples.lock()->Lock();
+  g_arena.lock()->Lock();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Lock();
+}
+
+void UnlockAll() {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Unlock();
+  g_arena.lock()->Unlock();
+  g_samples.lock()->Unlock();
+  g_pageheap.lock()->Unlock();
+  for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
+  g_caches.lock()->Unlock();
+}
+
+void ResetLocksInChild() {
+  // Only the forking thread survives; it held every lock, so all of them are free again.
+  g_arena.ResetLockAfterFork();
+  g_pageheap.ResetLockAfterFork();
+  g_samples.ResetLockAfterFork();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    g_central[cl].ResetLockAfterFork();
+    g_central[cl].transfer_cache()->ResetLockAfterFork();
+  }
+  g_caches.ResetLockAfterFork();
+  g_scavenger.AfterForkInChild();
+}
+
+// Applies the environment flags to the components. Runs once, before any cache exists.
+static void ApplyOptions(const Options& o) {
+  SizeMap::SetMaxBatch(static_cast<size_t>(o.transfer_num_obj));
+  g_caches.SetMaxTotal(static_cast<size_t>(o.max_total_thread_cache_bytes));
+  g_scavenger.set_release_rate(o.disable_memory_release ? 0 : o.release_rate);
+  g_system.set_release_enabled(!o.disable_memory_release);
+  g_system.set_enabled(SystemAllocator::kMmap, !o.skip_mmap);
+  g_system.set_enabled(SystemAllocator::kSbrk, !o.skip_sbrk);
+  if (o.memfs_malloc_path[0] != '\0')
+    g_system.ConfigureMemfs(o.memfs_malloc_path, static_cast<size_t>(o.memfs_limit_mb) << 20,
+                            o.memfs_abort_on_fail, o.memfs_ignore_mmap_fail, o.memfs_map_private);
+  if (o.devmem_start_mb > 0)
+    g_system.ConfigureDevmem(o.devmem_device, static_cast<size_t>(o.devmem_start_mb) << 20,
+                             static_cast<size_t>(o.devmem_limit_mb) << 20);
+  g_pageheap.set_limit(static_cast<size_t>(o.heap_limit_mb) << 20);
+  g_pageheap.set_aggressive_decommit(o.aggressive_decommit);
+  SetLargeAllocReportThreshold(static_cast<size_t>(o.large_alloc_report_threshold));
+  // The thread itself starts at a later slow path: creating threads inside the very first
+  // malloc (possibly during libc's own start-up) is asking for trouble.
+  if (o.background_release) g_scavenger.RequestBackgroundThread();
+}
+
+void EnsureInitialized() {
+  if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
+  SpinLockHolder h(&g_init_lock);
+  if (g_initialized.load(std::memory_order_relaxed)) return;
+  // Options first: batch sizes shape the central lists' transfer caches.
+  LoadOptions(&g_options);
+  ApplyOptions(g_options);
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
+  InitThreadExitHook();
+  g_pageheap.set_clock(Scavenger::NowNs());
+  // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
+  // reverse order), so other libraries' prepare handlers may still allocate.
+  pthread_atfork(LockAll, UnlockAll, ResetLocksInChild);
+  g_initialized.store(true, std::memory_order_release);
+}
+
+}  // namespace tcm

@@ -1,0 +1,41 @@
+// Composition root: every allocator singleton, constinit so it is usable before main and
+// after exit, plus the one-time initialisation the slow paths run on first use.
+// Core components never include this header; they are handed their neighbours.
+#ifndef TCMALLOC_GLOBALS_H_
+#define TCMALLOC_GLOBALS_H_
+
+#include "core/arena.h"
+#include "core/central_freelist.h"
+#include "core/page_heap.h"
+#include "api/options.h"
+#include "core/pagemap.h"
+#include "core/sampler.h"
+#include "core/scavenger.h"
+#include "core/size_classes.h"
+#include "core/system_alloc.h"
+#include "core/thread_cache.h"
+
+namespace tcm {
+
+extern constinit Options g_options;  // as read from the environment at start-up
+extern constinit SystemAllocator g_system;
+extern constinit Arena g_arena;
+extern constinit PageMap g_pagemap TCM_HIDDEN;
+extern constinit PageHeap g_pageheap;
+extern constinit CentralFreeList g_central[kNumClasses];
+extern constinit ThreadCacheRegistry g_caches;
+extern constinit Scavenger g_scavenger;
+extern constinit SampleRegistry g_samples;
+
+// Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
+// Cheap after the first call; safe to call from any slow path.
+void EnsureInitialized();
+
+// Takes every allocator lock in lock order (around fork) and releases them again.
+void LockAll();
+void UnlockAll();
+void ResetLocksInChild();
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_GLOBALS_H_

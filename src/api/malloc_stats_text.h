@@ -1,0 +1,31 @@
+// The heap report of malloc_stats(), MALLOCSTATS and MallocExtension::GetStats, in
+// gperftools' "MALLOC: ..." format, written through a Printer (never allocates).
+//
+//   level 1  totals: bytes in use, free in each tier, metadata, released, overhead
+//   level 2  + a per-size-class table and the page heap's free runs by length
+#ifndef TCMALLOC_MALLOC_STATS_TEXT_H_
+#define TCMALLOC_MALLOC_STATS_TEXT_H_
+
+#include "api/allocation.h"
+#include "base/log.h"
+#include "core/size_classes.h"
+
+namespace tcm {
+
+struct ClassStats {
+  size_t spans;
+  size_t in_use_objects;
+  size_t central_free;   // objects
+  size_t transfer_free;  // objects
+  size_t thread_free;    // objects
+};
+
+// Per-class figures (index = class; entry 0 unused). Racy but consistent enough for stats.
+void CollectClassStats(ClassStats* out);
+
+void PrintHeapSummary(Printer* out, const HeapTotals& t);
+void PrintStats(Printer* out, int level);
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_MALLOC_STATS_TEXT_H_

@@ -1,0 +1,80 @@
+// CentralFreeList: the shared free objects of one size class, kept as a set of spans each
+// with its own list of free objects (the design's two-level structure).
+//
+// Thread caches move objects in and out in batches (chains linked through each object's
+// first word). A span whose objects are all free again goes back to the page heap.
+//
+// Locking: lock_ guards everything here. It is never held while taking the page heap lock
+// (that order would serialise all classes behind one lock): Populate and span release drop
+// lock_ first. Lock order when both are needed: central lock, then page heap lock, never
+// the reverse.
+#ifndef TCMALLOC_CENTRAL_FREELIST_H_
+#define TCMALLOC_CENTRAL_FREELIST_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/log.h"
+#include "base/spinlock.h"
+#include "core/page_heap.h"
+#include "core/span.h"
+#include "core/transfer_cache.h"
+
+namespace tcm {
+
+class CentralFreeList {
+ public:
+  constexpr CentralFreeList() = default;
+
+  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap);
+
+  // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
+  // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
+  // one batch is served in O(1) from the transfer cache when it has a chain.
+  int RemoveRange(void** start, void** end, int n);
+
+  // Gives back a chain start..end of n objects; a whole batch goes to the transfer cache
+  // in O(1) when a slot is free, anything else to the spans.
+  void InsertRange(void* start, void* end, int n);
+
+  // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
+  // Crashes on a double free it can see (an object whose span has no objects out).
+  void InsertRange(void* start, int n);
+
+  // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
+  void FlushTransferCache();
+  // Same, but only if the transfer cache went unused since the previous call.
+  void FlushTransferCacheIfIdle();
+  size_t transfer_objects() const { return transfer_.free_objects(); }
+  TransferCache* transfer_cache() { return &transfer_; }
+
+  // Free objects held here (racy read for stats).
+  size_t free_objects() const { return __atomic_load_n(&free_objects_, __ATOMIC_RELAXED); }
+  size_t num_spans() const { return __atomic_load_n(&num_spans_, __ATOMIC_RELAXED); }
+
+  SpinLock* lock() { return &lock_; }
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+  // Invariant walk for tests and debug builds. REQUIRES lock() not held.
+  void Verify();
+
+ private:
+  bool Populate();  // REQUIRES lock_ held; drops and re-takes it
+  void PoisonNew(void* obj);
+
+  TransferCache transfer_;  // in front of lock_: its own leaf lock
+  SpinLock lock_;
+  uint8_t cl_ = 0;
+  uint32_t size_ = 0;
+  uint32_t objects_per_span_ = 0;
+  PageHeap* heap_ = nullptr;
+  PageMap* pagemap_ = nullptr;
+  SpanList nonempty_;  // spans with at least one free object
+  SpanList empty_;     // spans with every object handed out
+  size_t free_objects_ = 0;
+  size_t num_spans_ = 0;
+};
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_CENTRAL_FREELIST_H_

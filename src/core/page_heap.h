@@ -1,0 +1,178 @@
+// PageHeap: hands out runs of pages (spans) and takes them back, coalescing free neighbours.
+//
+// Free runs of 1..kMaxPages-1 pages sit on exact-length lists; longer runs live in a
+// best-fit tree. Each length has two kinds: kNormal (backed by memory) and kReturned
+// (released to the OS with madvise; reused memory faults back in as zeros). A request for
+// n pages takes the smallest run that fits, normal before returned at equal length, and
+// gives the remainder back. Memory comes from the SystemAllocator in >= kMinSystemAlloc
+// chunks and is never unmapped, so pagemap entries never dangle.
+//
+// Pagemap invariants (what free() and coalescing rely on):
+//   - the first and last page of every span map to it;
+//   - every page of a small-object span maps to it and carries its size class;
+//   - every page not in a small-object span has class 0.
+//
+// Locking: every member function REQUIRES lock() held, except the lock-free pagemap reads.
+#ifndef TCMALLOC_PAGE_HEAP_H_
+#define TCMALLOC_PAGE_HEAP_H_
+
+#include <cstdint>
+
+#include "core/arena.h"
+#include "base/spinlock.h"
+#include "core/pagemap.h"
+#include "platform/stack_trace.h"
+#include "core/span.h"
+#include "core/span_tree.h"
+#include "core/system_alloc.h"
+
+namespace tcm {
+
+struct PageHeapStats {
+  size_t system_bytes = 0;    // obtained from the system allocator, ever
+  size_t free_bytes = 0;      // in kNormal free runs
+  size_t unmapped_bytes = 0;  // in kReturned free runs
+  size_t in_use_spans = 0;    // spans handed out (large objects and small-object spans)
+  size_t released_bytes_total = 0;
+  uint64_t release_calls = 0;
+};
+
+// One heap growth: how much the page heap asked the system for, and from where.
+struct GrowthRecord {
+  size_t bytes;
+  int depth;
+  void* pcs[os::kMaxStackDepth];
+  GrowthRecord* next;
+};
+
+class PageHeap {
+ public:
+  constexpr PageHeap(PageMap* pagemap, SystemAllocator* system, Arena* arena)
+      : pagemap_(pagemap), system_(system), arena_(arena) {}
+
+  SpinLock* lock() { return &lock_; }
+
+  // A span of exactly n pages, in use, sizeclass 0; nullptr when out of memory.
+  Span* New(Length n);
+  // Like New, with the start page a multiple of `align` pages (a power of two).
+  Span* NewAligned(Length n, Length align);
+  // Returns an in-use span (large or small-object) to the free runs.
+  void Delete(Span* span);
+  // Grows an in-use large span to new_len pages by taking the free run right after it;
+  // false (nothing changed) if that run is missing or too short.
+  bool ExtendInPlace(Span* span, Length new_len);
+  // Shrinks an in-use large span to new_len pages, giving the tail back.
+  void ShrinkInPlace(Span* span, Length new_len);
+  // Turns an in-use span into a small-object span of class cl: every page gets mapped.
+  void RegisterSizeClass(Span* span, uint8_t cl);
+
+  // Releases free kNormal runs to the OS until at least n pages were released or none are
+  // left; returns the pages released. Largest runs go first (fewest syscalls per page).
+  Length ReleaseAtLeastNPages(Length n);
+
+  // Releases kNormal free runs that have been free since before `idle_since` (a time on
+  // the caller's clock, see set_clock). Returns the pages released.
+  Length ReleaseIdle(uint64_t idle_since);
+  // The time stamped on spans as they become free (coarse, set by the maintenance tick).
+  void set_clock(uint64_t now) { clock_ = now; }
+
+  // Limit on memory obtained from the system minus memory released back (0 = none).
+  // Growth beyond it first releases free runs, then fails.
+  void set_limit(size_t bytes) { limit_ = bytes; }
+  size_t limit() const { return limit_; }
+  // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
+  void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
+  bool aggressive_decommit() const { return aggressive_decommit_; }
+
+  const PageHeapStats& stats() const { return stats_; }
+  // Visits every free span: f(Span*); spans are kNormal or kReturned.
+  template <typename F>
+  void ForEachFreeSpan(F f) {
+    for (size_t i = 1; i < kMaxPages; ++i) {
+      for (Span* s = normal_[i].first(); s != nullptr; s = normal_[i].NextOf(s)) f(s);
+      for (Span* s = returned_[i].first(); s != nullptr; s = returned_[i].NextOf(s)) f(s);
+    }
+    large_normal_.ForEach(f);
+    large_returned_.ForEach(f);
+  }
+
+  // Newest first; records live forever in the arena (one per >= 1 MiB of growth).
+  const GrowthRecord* growth_records() const { return growth_; }
+  size_t growth_record_count() const { return growth_count_; }
+
+  // Visits every span that starts at a page the pagemap knows, in address order, from
+  // page `from`: f(Span*) returns false to stop; returns the page after the last visited.
+  template <typename F>
+  PageId ForEachSpanFrom(PageId from, F f);
+
+  // Checks every invariant above; crashes with a message on the first violation.
+  void Verify();
+
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+ private:
+  Span* NewSpan(PageId start, Length len);
+  void DeleteSpan(Span* s) { span_alloc_.Delete(s); }
+  Span* AllocLarge(Length n);
+  Span* SearchFreeAndLarge(Length n);
+  bool GrowHeap(Length n);
+  // With a limit set: releases free runs until n more mapped pages fit; false if they can't.
+  bool MakeRoom(Length n);
+  // Removes `span` from its free structure and returns an in-use span of n pages starting
+  // at span->start; the remainder goes back as a free run of the same kind.
+  Span* Carve(Span* span, Length n);
+  void RecordSpan(Span* s) {
+    pagemap_->Set(s->start, s);
+    if (s->length.n > 1) pagemap_->Set(s->last(), s);
+  }
+  void InsertFree(Span* s);
+  void RemoveFree(Span* s);
+  // Frees pages that belong to no counted in-use span: Delete()'s second half, also used
+  // for the pieces split off an in-use span (alignment slack, a shrunk tail).
+  void FreePiece(Span* s);
+  // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
+  void MergeIntoFreeList(Span* s);
+  Span* FreeNeighbor(PageId p, Span::Location kind);
+  // Releases one free kNormal span to the OS; returns its length, 0 if the OS refused.
+  Length ReleaseSpan(Span* s);
+
+  SpinLock lock_;
+  PageMap* pagemap_;
+  SystemAllocator* system_;
+  Arena* arena_;
+  MetadataFreeList<Span> span_alloc_;
+  SpanList normal_[kMaxPages];
+  SpanList returned_[kMaxPages];
+  SpanTree large_normal_;
+  SpanTree large_returned_;
+  PageHeapStats stats_;
+  uint64_t clock_ = 0;
+  GrowthRecord* growth_ = nullptr;
+  size_t growth_count_ = 0;
+  size_t limit_ = 0;
+  bool aggressive_decommit_ = false;
+};
+
+template <typename F>
+PageId PageHeap::ForEachSpanFrom(PageId from, F f) {
+  PageId p = from;
+  const PageId end{uintptr_t{1} << PageMap::kPageBits};
+  while (p < end) {
+    if (!pagemap_->LeafExists(p)) {
+      p = PageId{((p.index >> PageMap::kLeafBits) + 1) << PageMap::kLeafBits};
+      continue;
+    }
+    Span* s = pagemap_->GetSpan(p);
+    if (s != nullptr && s->start == p) {
+      if (!f(s)) return p + s->length;
+      p = p + s->length;
+    } else {
+      p = p + Length{1};
+    }
+  }
+  return end;
+}
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_PAGE_HEAP_H_

@@ -1,0 +1,61 @@
+#include "core/pagemap.h"
+
+#include "base/log.h"
+#include "platform/os.h"
+
+namespace tcm {
+
+constinit PageMap::Leaf PageMap::empty_leaf_{};
+constinit PageMap::EmptyMid PageMap::empty_mid_{};
+alignas(4096) uint8_t PageMap::empty_class_leaf_[kClassLeafLength];
+
+bool PageMap::Ensure(PageId start, Length n) {
+  if (n.n == 0) return true;
+  uintptr_t last = start.index + n.n - 1;
+  if ((last >> kPageBits) != 0 || last < start.index) return false;
+  for (uintptr_t p = start.index; p <= last;) {
+    size_t r = p >> (kLeafBits + kMidBits);
+    size_t m = (p >> kLeafBits) & (kMidLength - 1);
+    if (root_[r] == &empty_mid_) {
+      auto* mid = static_cast<Mid*>(alloc_(sizeof(Mid)));
+      if (mid == nullptr) return false;
+      for (auto& l : mid->leaves) l = &empty_leaf_;
+      node_bytes_ += sizeof(Mid);
+      // Publish only a fully initialised node: lock-free readers may load it right away.
+      __atomic_store_n(&root_[r], mid, __ATOMIC_RELEASE);
+    }
+    Mid* mid = root_[r];
+    if (mid->leaves[m] == &empty_leaf_) {
+      auto* leaf = static_cast<Leaf*>(alloc_(sizeof(Leaf)));
+      if (leaf == nullptr) return false;
+      node_bytes_ += sizeof(Leaf);
+      __atomic_store_n(&mid->leaves[m], leaf, __ATOMIC_RELEASE);
+    }
+    // Next leaf boundary.
+    p = ((p >> kLeafBits) + 1) << kLeafBits;
+  }
+  for (uintptr_t p = start.index; p <= last; p = ((p >> kClassLeafBits) + 1) << kClassLeafBits) {
+    if (MutableClassLeaf(PageId{p}) == nullptr) return false;
+  }
+  return true;
+}
+
+uint8_t* PageMap::MutableClassLeaf(PageId p) {
+  uint8_t*& slot = class_root_[p.index >> kClassLeafBits];
+  if (slot == empty_class_leaf_) {
+    // Zero-filled address space; pages are backed only where classes get written.
+    auto* leaf = static_cast<uint8_t*>(os::MapAnonymous(kClassLeafLength));
+    if (leaf == nullptr) return nullptr;
+    ++class_leaves_;
+    __atomic_store_n(&slot, leaf, __ATOMIC_RELEASE);
+  }
+  return slot;
+}
+
+PageMap::Leaf* PageMap::MutableLeaf(PageId p) {
+  Leaf* leaf = root_[p.index >> (kLeafBits + kMidBits)]->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
+  TCM_CHECK(leaf != &empty_leaf_);
+  return leaf;
+}
+
+}  // namespace tcm

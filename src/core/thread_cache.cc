@@ -1,0 +1,210 @@
+#include "core/thread_cache.h"
+
+#include <new>
+
+namespace tcm {
+
+static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+
+void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size) {
+  central_ = central;
+  registry_ = registry;
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    lists_[cl] = FreeList{nullptr, 0, 1, 0, 0, static_cast<uint32_t>(SizeMap::ClassSize(cl)), 0};
+  lists_[0] = FreeList{};
+  max_size_ = max_size;
+  room_ = static_cast<intptr_t>(max_size);
+}
+
+void* ThreadCache::FetchFromCentral(size_t cl) {
+  FreeList* l = &lists_[cl];
+  const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
+  uint32_t want = l->max_length < batch ? l->max_length : batch;
+  if (want == 0) want = 1;
+  void* start;
+  void* end;
+  int got = central_[cl].RemoveRange(&start, &end, static_cast<int>(want));
+  if (got == 0) return nullptr;
+  // Slow start: grow by one up to a batch, then by whole batches.
+  if (l->max_length < batch) {
+    ++l->max_length;
+  } else {
+    uint32_t grown = l->max_length + batch;
+    l->max_length = grown > kMaxListLength ? kMaxListLength : grown;
+  }
+  void* result = start;
+  if (got > 1) {
+    // The list is empty here (that is why we were called).
+    NextOf(end) = l->head;
+    l->head = NextOf(start);
+    l->length += static_cast<uint32_t>(got - 1);
+    room_ -= static_cast<intptr_t>((got - 1) * SizeMap::ClassSize(cl));
+  }
+  return result;
+}
+
+void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans) {
+  if (n > l->length) n = l->length;
+  if (n == 0) return;
+  void* start = l->head;
+  void* last = start;
+  for (uint32_t i = 1; i < n; ++i) last = NextOf(last);
+  l->head = NextOf(last);
+  l->length -= n;
+  if (l->lowater > l->length) l->lowater = l->length;
+  room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
+  if (to_spans) {
+    central_[cl].InsertRange(start, static_cast<int>(n));
+  } else {
+    central_[cl].InsertRange(start, last, static_cast<int>(n));
+  }
+}
+
+void ThreadCache::PushSlow(void* p, size_t cl) {
+  ApplyThefts();
+  FreeList* l = &lists_[cl];
+  NextOf(p) = l->head;
+  l->head = p;
+  ++l->length;
+  room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
+  if (l->length > l->max_length) {
+    const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
+    ReleaseToCentral(l, cl, l->max_length < batch ? l->max_length : batch);
+    if (l->max_length < batch) {
+      ++l->max_length;  // slow start, as on the allocation side
+    } else if (l->max_length > batch) {
+      // Consistently overflowing: this thread frees more than it allocates here.
+      if (++l->overages > kMaxOverages) {
+        l->max_length -= batch;
+        l->overages = 0;
+      }
+    }
+  }
+  if (room_ < 0) CheckSize();
+}
+
+
+size_t ThreadCache::size() const {
+  size_t bytes = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    bytes += static_cast<size_t>(__atomic_load_n(&lists_[cl].length, __ATOMIC_RELAXED)) * lists_[cl].object_size;
+  return bytes;
+}
+
+void ThreadCache::CheckSize() {
+  ApplyThefts();
+  const size_t held = size();
+  if (held > max_size_) {
+    Scavenge();
+    return;
+  }
+  room_ = static_cast<intptr_t>(max_size_ - held);
+}
+
+void ThreadCache::Scavenge() {
+  ApplyThefts();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    FreeList* l = &lists_[cl];
+    const uint32_t lowater = l->lowater;
+    if (lowater > 0) {
+      // L objects were never needed since the last collection; give back half of them.
+      ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1);
+      const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
+      if (l->max_length > batch) {
+        uint32_t shrunk = l->max_length - batch;
+        l->max_length = shrunk > batch ? shrunk : batch;
+      }
+    }
+    l->lowater = l->length;
+  }
+  registry_->GrowBudget(this);
+  const size_t held = size();
+  room_ = held < max_size_ ? static_cast<intptr_t>(max_size_ - held) : 0;
+}
+
+void ThreadCache::ReleaseAll() {
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    ReleaseToCentral(&lists_[cl], cl, lists_[cl].length, /*to_spans=*/true);
+    lists_[cl].lowater = 0;
+  }
+}
+
+// ---- registry ----
+
+ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central) {
+  SpinLockHolder h(&lock_);
+  ThreadCache* tc = alloc_.New(arena);
+  if (tc == nullptr) return nullptr;
+  new (tc) ThreadCache();
+  // Start small so idle threads hold little; take from the unclaimed budget if we can.
+  size_t start = kStartCacheSize;
+  unclaimed_ -= static_cast<intptr_t>(start);
+  tc->Init(central, this, start);
+  tc->next_ = head_;
+  if (head_ != nullptr) head_->prev_ = tc;
+  head_ = tc;
+  ++count_;
+  return tc;
+}
+
+void ThreadCacheRegistry::Destroy(ThreadCache* tc) {
+  tc->ReleaseAll();
+  SpinLockHolder h(&lock_);
+  if (tc->prev_ != nullptr) tc->prev_->next_ = tc->next_; else head_ = tc->next_;
+  if (tc->next_ != nullptr) tc->next_->prev_ = tc->prev_;
+  if (next_victim_ == tc) next_victim_ = tc->next_;
+  unclaimed_ += static_cast<intptr_t>(tc->max_size());
+  --count_;
+  alloc_.Delete(tc);
+}
+
+void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
+  SpinLockHolder h(&lock_);
+  if (unclaimed_ >= static_cast<intptr_t>(kStealAmount)) {
+    unclaimed_ -= static_cast<intptr_t>(kStealAmount);
+    tc->SetMaxSize(tc->max_size_ + kStealAmount);
+    return;
+  }
+  // Steal from the next cache round-robin; skip ourselves and caches already at the floor.
+  for (size_t tries = 0; tries < count_; ++tries) {
+    if (next_victim_ == nullptr) next_victim_ = head_;
+    ThreadCache* victim = next_victim_;
+    next_victim_ = victim->next_;
+    if (victim == tc || victim->max_size() < min_per_thread_ + kStealAmount) continue;
+    // The victim applies its smaller budget at its next collection.
+    victim->stolen_.fetch_add(kStealAmount, std::memory_order_relaxed);
+    tc->SetMaxSize(tc->max_size_ + kStealAmount);
+    return;
+  }
+}
+
+void ThreadCacheRegistry::SetMaxTotal(size_t bytes) {
+  SpinLockHolder h(&lock_);
+  unclaimed_ += static_cast<intptr_t>(bytes) - static_cast<intptr_t>(max_total_);
+  max_total_ = bytes;
+}
+
+size_t ThreadCacheRegistry::TotalCachedBytes() {
+  SpinLockHolder h(&lock_);
+  size_t total = 0;
+  for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_) {
+    total += tc->size();
+  }
+  return total;
+}
+
+void ThreadCacheRegistry::AddListLengths(size_t* counts) {
+  SpinLockHolder h(&lock_);
+  for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_)
+    for (size_t cl = 1; cl < kNumClasses; ++cl)
+      counts[cl] += __atomic_load_n(&tc->lists_[cl].length, __ATOMIC_RELAXED);
+}
+
+size_t ThreadCacheRegistry::TotalMaxSize() {
+  SpinLockHolder h(&lock_);
+  size_t total = 0;
+  for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_) total += tc->max_size();
+  return total;
+}
+
+}  // namespace tcm

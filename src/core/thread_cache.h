@@ -1,0 +1,159 @@
+// ThreadCache: one per thread, a singly linked free list per size class. The malloc/free
+// fast paths (allocation.h) touch only the calling thread's cache; everything here is the
+// slow path: refilling from and flushing to the central lists, slow-start list sizing,
+// and garbage collection when the cache outgrows its budget.
+//
+// List sizing follows the design's pseudo-code: max_length starts at 1, grows by one per
+// refill up to num_objects_to_move (batch) and by batch beyond; a list that overflows
+// releases min(max_length, batch) objects and, past kMaxOverages overflows, shrinks.
+// Garbage collection moves L/2 objects back, L being the list's low-water mark since the
+// previous collection.
+//
+// Budgets: each cache starts with max_size kStartCacheSize and grows by kStealAmount at
+// each collection, taken from the unclaimed part of the total budget or, when none is
+// left, stolen round-robin from other caches (ThreadCacheRegistry).
+//
+// Locking: a cache is only touched by its own thread, except max_size_ (written by stealers
+// under the registry lock, read racily by the owner) and size stats (read racily).
+#ifndef TCMALLOC_THREAD_CACHE_H_
+#define TCMALLOC_THREAD_CACHE_H_
+
+#include <cstddef>
+#include <atomic>
+#include <cstdint>
+
+#include "core/arena.h"
+#include "base/spinlock.h"
+#include "core/central_freelist.h"
+#include "core/size_classes.h"
+
+namespace tcm {
+
+inline constexpr size_t kStartCacheSize = 64 * 1024;
+inline constexpr size_t kMinCacheSize = 64 * 1024;
+inline constexpr size_t kStealAmount = 64 * 1024;
+inline constexpr size_t kDefaultMaxTotalCacheSize = 16 << 20;
+inline constexpr uint32_t kMaxOverages = 3;
+inline constexpr uint32_t kMaxListLength = 8192;
+
+class ThreadCacheRegistry;
+
+class ThreadCache {
+ public:
+  struct FreeList {
+    void* head;
+    uint32_t length;
+    uint32_t max_length;  // 0 for class 0 and for the empty cache: every free takes the slow path
+    uint32_t lowater;
+    uint32_t overages;
+    // The class's object size, kept here so the fast path's byte accounting is one load
+    // from a line it touches anyway (and the struct is a power-of-two 32 bytes).
+    uint32_t object_size;
+    uint32_t unused;
+  };
+  static_assert(sizeof(FreeList) == 32);
+
+  constexpr ThreadCache() = default;
+
+  void Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size);
+
+  // Slow path of malloc for class cl when its list is empty: refill from the central list
+  // and return one object (nullptr when out of memory).
+  void* FetchFromCentral(size_t cl);
+  // Slow path of free: push p (REQUIRES p belongs to class cl) and handle an overflowing
+  // list or an exhausted budget.
+  void PushSlow(void* p, size_t cl);
+  // Garbage collection (the design's L/2 rule); also asks for a bigger budget.
+  void Scavenge();
+  // Returns every cached object to the central lists (thread exit, MarkThreadIdle).
+  void ReleaseAll();
+
+  // Bytes held in the lists (a walk over the classes; racy when read by another thread).
+  size_t size() const;
+  // Budget after thefts not yet applied by the owner.
+  size_t max_size() const {
+    return __atomic_load_n(&max_size_, __ATOMIC_RELAXED) - stolen_.load(std::memory_order_relaxed);
+  }
+  const FreeList& list(size_t cl) const { return lists_[cl]; }
+
+  // Slow path of free once room_ ran out: collects garbage if the cache really is over
+  // its budget, and otherwise just recomputes room_.
+  void CheckSize();
+
+  // Fast-path state, public so allocation.h can inline it. lists_[0] never holds objects.
+  FreeList lists_[kNumClasses] = {};
+  // Bytes that may still be freed into the cache before its size must be checked: at most
+  // max_size_ minus the bytes held. Only frees (and refills) use it up, so malloc's fast
+  // path does no byte accounting at all; CheckSize() makes it exact again.
+  intptr_t room_ = 0;
+  // Bytes to allocate until the next sample (sampler.h); malloc's fast path subtracts the
+  // request and leaves on a negative result.
+  int64_t sample_left_ = 0;
+  uint64_t rng_ = 0;  // the thread's sampling random state
+
+ private:
+  friend class ThreadCacheRegistry;
+  // Moves n objects of class cl to the central list. `to_spans` bypasses the transfer
+  // cache: memory a thread gives up for good (exit, idle) should free whole spans, not sit
+  // in batches that pin spans all over the heap.
+  void ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans = false);
+  // Owner only.
+  void SetMaxSize(size_t new_max) {
+    room_ += static_cast<intptr_t>(new_max) - static_cast<intptr_t>(max_size_);
+    __atomic_store_n(&max_size_, new_max, __ATOMIC_RELAXED);
+  }
+  // Owner only: apply budget other threads took from us.
+  void ApplyThefts() {
+    if (TCM_UNLIKELY(stolen_.load(std::memory_order_relaxed) != 0))
+      SetMaxSize(max_size_ - stolen_.exchange(0, std::memory_order_relaxed));
+  }
+
+  size_t max_size_ = 0;          // written by the owner only
+  std::atomic<size_t> stolen_{0};  // budget taken by other threads, applied by the owner
+  CentralFreeList* central_ = nullptr;
+  ThreadCacheRegistry* registry_ = nullptr;
+  ThreadCache* next_ = nullptr;
+  ThreadCache* prev_ = nullptr;
+};
+
+// All live thread caches and the shared budget they divide among themselves.
+class ThreadCacheRegistry {
+ public:
+  constexpr ThreadCacheRegistry() = default;
+
+  // A new cache with the starting budget; nullptr if metadata memory ran out.
+  ThreadCache* Create(Arena* arena, CentralFreeList* central);
+  // Returns the cache's objects and budget; the cache's memory is recycled.
+  void Destroy(ThreadCache* tc);
+  // Called at each collection: grow tc's budget, from unclaimed space or by stealing.
+  void GrowBudget(ThreadCache* tc);
+
+  void SetMaxTotal(size_t bytes);
+  size_t max_total() const { return max_total_; }
+  size_t count() const { return __atomic_load_n(&count_, __ATOMIC_RELAXED); }
+  // Sum over caches of bytes held (racy, for stats).
+  size_t TotalCachedBytes();
+  size_t TotalMaxSize();
+  // Adds each class's cached object count over all caches into counts[cl] (racy).
+  void AddListLengths(size_t* counts);
+  // The floor a cache's budget is never stolen below (tcmalloc.min_per_thread_cache_bytes).
+  void set_min_per_thread(size_t bytes) { min_per_thread_ = bytes; }
+  size_t min_per_thread() const { return min_per_thread_; }
+
+  SpinLock* lock() { return &lock_; }
+  void ResetLockAfterFork() { lock_.ResetAfterFork(); }
+
+ private:
+  SpinLock lock_;
+  ThreadCache* head_ = nullptr;
+  ThreadCache* next_victim_ = nullptr;
+  MetadataFreeList<ThreadCache> alloc_;
+  size_t count_ = 0;
+  size_t min_per_thread_ = kMinCacheSize;
+  size_t max_total_ = kDefaultMaxTotalCacheSize;
+  intptr_t unclaimed_ = static_cast<intptr_t>(kDefaultMaxTotalCacheSize);
+};
+
+}  // namespace tcm
+
+#endif  // TCMALLOC_THREAD_CACHE_H_
