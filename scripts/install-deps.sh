@@ -10,6 +10,7 @@ PACKAGES=(
   python3 python3-matplotlib libpython3.11-testsuite # benchmark plots, CPython regression tests
   valgrind pkg-config cmake ninja-build g++ libgtest-dev
   graphviz                                           # `dot`: pprof -png/-svg draw with it
+  libgoogle-perftools-dev                            # gperftools 2.10 headers + .so: the ABI test
 )
 
 source "$(dirname "$0")/apt-install.sh"

@@ -1,83 +1,161 @@
+// The hook lists behind gperftools/malloc_hook.h and malloc_hook_c.h, and the one function
+// that derives the fast-path limits from them. Locking: see malloc_hook.h.
 #include "api/malloc_hook.h"
 
 #include "base/config.h"
-#include "gperftools/malloc_hook_c.h"
+#include "base/log.h"
+#include "base/spinlock.h"
+#include "gperftools/malloc_hook.h"
+#include "platform/os.h"
 #include "platform/stack_trace.h"
 
 namespace tcm {
 
-size_t g_alloc_limit = kNormalAllocLimit;
-uintptr_t g_free_limit = kNormalFreeLimit;
-std::atomic<int> g_hooks_installed{0};
-
-static void Changed(int delta);
+constinit RelaxedAtomic<size_t> g_alloc_limit{kNormalAllocLimit};
+constinit RelaxedAtomic<uintptr_t> g_free_limit{kNormalFreeLimit};
+constinit RelaxedAtomic<bool> g_alloc_hooks_active{false};
 
 namespace {
 
-// A fixed, lock-free list: slots are claimed with compare-exchange, so hooks can be added
-// and removed while other threads invoke them.
+constinit SpinLock g_hook_lock;
+int g_force_slow = 0;  // guarded by g_hook_lock
+
+// A fixed array of hooks: changed under g_hook_lock, read lock-free (slots are atomic, so
+// hooks can be added and removed while other threads invoke them). The last slot is the
+// deprecated "singular" hook that Set*Hook replaces.
 template <typename Hook>
 class HookList {
  public:
   static constexpr int kMaxHooks = 7;
-  bool Add(Hook h) {
+
+  // Adds h to a free slot; false if h is null or the list is full. REQUIRES g_hook_lock.
+  bool AddLocked(Hook h) {
     if (h == nullptr) return false;
-    for (auto& slot : slots_) {
-      Hook expected = nullptr;
-      if (slot.compare_exchange_strong(expected, h)) {
-        Changed(+1);
+    for (int i = 0; i < kMaxHooks; ++i) {
+      if (slots_[i].load(std::memory_order_relaxed) == nullptr) {
+        slots_[i].store(h, std::memory_order_release);
+        ++count_;
         return true;
       }
     }
     return false;
   }
-  bool Remove(Hook h) {
+  // Removes one installation of h; false if it was not installed. REQUIRES g_hook_lock.
+  bool RemoveLocked(Hook h) {
     if (h == nullptr) return false;
-    for (auto& slot : slots_) {
-      Hook expected = h;
-      if (slot.compare_exchange_strong(expected, nullptr)) {
-        Changed(-1);
+    for (int i = 0; i < kMaxHooks; ++i) {
+      if (slots_[i].load(std::memory_order_relaxed) == h) {
+        slots_[i].store(nullptr, std::memory_order_relaxed);
+        --count_;
         return true;
       }
     }
     return false;
   }
+  // Replaces the singular hook; returns the previous one. REQUIRES g_hook_lock.
+  Hook ExchangeSingularLocked(Hook h) {
+    Hook old = singular_.exchange(h, std::memory_order_acq_rel);
+    count_ += (h != nullptr) - (old != nullptr);
+    return old;
+  }
+  bool EmptyLocked() const { return count_ == 0; }
+  bool MaybeNonEmpty() const { return count_relaxed_.load(std::memory_order_relaxed) != 0; }
+  void PublishCountLocked() { count_relaxed_.store(count_, std::memory_order_relaxed); }
+
   template <typename... Args>
-  void Invoke(Args... args) {
-    for (auto& slot : slots_)
+  void Invoke(Args... args) const {
+    for (const auto& slot : slots_)
       if (Hook h = slot.load(std::memory_order_acquire)) h(args...);
+    if (Hook h = singular_.load(std::memory_order_acquire)) h(args...);
+  }
+  // The first hook that handles the call (returns nonzero) wins; for replacements.
+  template <typename... Args>
+  bool InvokeUntilHandled(Args... args) const {
+    for (const auto& slot : slots_)
+      if (Hook h = slot.load(std::memory_order_acquire))
+        if (h(args...) != 0) return true;
+    return false;
   }
 
  private:
   std::atomic<Hook> slots_[kMaxHooks] = {};
+  std::atomic<Hook> singular_{nullptr};
+  int count_ = 0;                        // installed hooks, singular included; g_hook_lock
+  std::atomic<int> count_relaxed_{0};    // a copy for lock-free "anything to call?" checks
 };
 
-HookList<MallocHook_NewHook> g_new_hooks;
-HookList<MallocHook_DeleteHook> g_delete_hooks;
-std::atomic<MallocHook_NewHook> g_set_new_hook{nullptr};
-std::atomic<MallocHook_DeleteHook> g_set_delete_hook{nullptr};
+constinit HookList<MallocHook_NewHook> g_new_hooks;
+constinit HookList<MallocHook_DeleteHook> g_delete_hooks;
+constinit HookList<MallocHook_PreMmapHook> g_pre_mmap_hooks;
+constinit HookList<MallocHook_MmapHook> g_mmap_hooks;
+constinit HookList<MallocHook_MmapReplacement> g_mmap_replacement;
+constinit HookList<MallocHook_MunmapHook> g_munmap_hooks;
+constinit HookList<MallocHook_MunmapReplacement> g_munmap_replacement;
+constinit HookList<MallocHook_MremapHook> g_mremap_hooks;
+constinit HookList<MallocHook_PreSbrkHook> g_pre_sbrk_hooks;
+constinit HookList<MallocHook_SbrkHook> g_sbrk_hooks;
 __thread bool tls_in_hook TCM_INITIAL_EXEC = false;
 
-void Recompute() {
-  bool active = g_hooks_installed.load(std::memory_order_relaxed) != 0;
-  __atomic_store_n(&g_alloc_limit, active ? 0 : kNormalAllocLimit, __ATOMIC_RELAXED);
-  __atomic_store_n(&g_free_limit, active ? 0 : kNormalFreeLimit, __ATOMIC_RELAXED);
+template <typename Hook>
+int Add(HookList<Hook>& list, Hook h) {
+  SpinLockHolder l(&g_hook_lock);
+  const bool ok = list.AddLocked(h);
+  list.PublishCountLocked();
+  RecomputeFastPathLimits();
+  return ok;
+}
+
+template <typename Hook>
+int Remove(HookList<Hook>& list, Hook h) {
+  SpinLockHolder l(&g_hook_lock);
+  const bool ok = list.RemoveLocked(h);
+  list.PublishCountLocked();
+  RecomputeFastPathLimits();
+  return ok;
+}
+
+template <typename Hook>
+Hook Exchange(HookList<Hook>& list, Hook h) {
+  SpinLockHolder l(&g_hook_lock);
+  Hook old = list.ExchangeSingularLocked(h);
+  list.PublishCountLocked();
+  RecomputeFastPathLimits();
+  return old;
+}
+
+// A replacement is exclusive: a second one is refused with a diagnosis.
+template <typename Hook>
+int SetReplacement(HookList<Hook>& list, Hook h, const char* who) {
+  SpinLockHolder l(&g_hook_lock);
+  if (!list.EmptyLocked()) {
+    Log("%s: a replacement is already set; refusing a second one", who);
+    return 0;
+  }
+  const bool ok = list.AddLocked(h);
+  list.PublishCountLocked();
+  return ok;
 }
 
 }  // namespace
 
-static void Changed(int delta) {
-  g_hooks_installed.fetch_add(delta, std::memory_order_relaxed);
-  Recompute();
+void RecomputeFastPathLimits() {
+  const bool hooks = !g_new_hooks.EmptyLocked() || !g_delete_hooks.EmptyLocked();
+  const bool slow = hooks || g_force_slow > 0;
+  g_alloc_hooks_active.store(hooks);
+  g_alloc_limit.store(slow ? 0 : kNormalAllocLimit);
+  g_free_limit.store(slow ? 0 : kNormalFreeLimit);
 }
 
-void ForceSlowPaths(bool on) { Changed(on ? +1 : -1); }
+void ForceSlowPaths(bool on) {
+  SpinLockHolder l(&g_hook_lock);
+  g_force_slow += on ? 1 : -1;
+  RecomputeFastPathLimits();
+}
 
 void InvokeNewHooks(const void* p, size_t size) {
   if (tls_in_hook) return;
   tls_in_hook = true;
   g_new_hooks.Invoke(p, size);
-  if (auto h = g_set_new_hook.load(std::memory_order_acquire)) h(p, size);
   tls_in_hook = false;
 }
 
@@ -85,7 +163,6 @@ void InvokeDeleteHooks(const void* p) {
   if (tls_in_hook) return;
   tls_in_hook = true;
   g_delete_hooks.Invoke(p);
-  if (auto h = g_set_delete_hook.load(std::memory_order_acquire)) h(p);
   tls_in_hook = false;
 }
 
@@ -93,24 +170,106 @@ void InvokeDeleteHooks(const void* p) {
 
 using namespace tcm;
 
+// ---- gperftools' C++ entry points (exported: the class has default visibility) ---------
+
+void MallocHook::InvokeNewHookSlow(const void* p, size_t s) { InvokeNewHooks(p, s); }
+void MallocHook::InvokeDeleteHookSlow(const void* p) { InvokeDeleteHooks(p); }
+
+void MallocHook::InvokePreMmapHookSlow(const void* start, size_t size, int protection, int flags,
+                                       int fd, off_t offset) {
+  if (g_pre_mmap_hooks.MaybeNonEmpty()) g_pre_mmap_hooks.Invoke(start, size, protection, flags, fd, offset);
+}
+
+void MallocHook::InvokeMmapHookSlow(const void* result, const void* start, size_t size,
+                                    int protection, int flags, int fd, off_t offset) {
+  if (g_mmap_hooks.MaybeNonEmpty()) g_mmap_hooks.Invoke(result, start, size, protection, flags, fd, offset);
+}
+
+bool MallocHook::InvokeMmapReplacementSlow(const void* start, size_t size, int protection,
+                                           int flags, int fd, off_t offset, void** result) {
+  return g_mmap_replacement.MaybeNonEmpty() &&
+         g_mmap_replacement.InvokeUntilHandled(start, size, protection, flags, fd, offset, result);
+}
+
+void MallocHook::InvokeMunmapHookSlow(const void* p, size_t size) {
+  if (g_munmap_hooks.MaybeNonEmpty()) g_munmap_hooks.Invoke(p, size);
+}
+
+bool MallocHook::InvokeMunmapReplacementSlow(const void* p, size_t size, int* result) {
+  return g_munmap_replacement.MaybeNonEmpty() && g_munmap_replacement.InvokeUntilHandled(p, size, result);
+}
+
+void MallocHook::InvokeMremapHookSlow(const void* result, const void* old_addr, size_t old_size,
+                                      size_t new_size, int flags, const void* new_addr) {
+  if (g_mremap_hooks.MaybeNonEmpty()) g_mremap_hooks.Invoke(result, old_addr, old_size, new_size, flags, new_addr);
+}
+
+void MallocHook::InvokePreSbrkHookSlow(ptrdiff_t increment) {
+  if (g_pre_sbrk_hooks.MaybeNonEmpty()) g_pre_sbrk_hooks.Invoke(increment);
+}
+
+void MallocHook::InvokeSbrkHookSlow(const void* result, ptrdiff_t increment) {
+  if (g_sbrk_hooks.MaybeNonEmpty()) g_sbrk_hooks.Invoke(result, increment);
+}
+
+void* MallocHook::UnhookedMMap(void* start, size_t length, int prot, int flags, int fd, off_t offset) {
+  return os::RawMmap(start, length, prot, flags, fd, offset);
+}
+
+int MallocHook::UnhookedMUnmap(void* start, size_t length) { return os::RawMunmap(start, length); }
+
+// ---- the C interface ---------------------------------------------------------------------
+
 extern "C" {
 
-TCM_EXPORT int MallocHook_AddNewHook(MallocHook_NewHook hook) { return g_new_hooks.Add(hook); }
-TCM_EXPORT int MallocHook_RemoveNewHook(MallocHook_NewHook hook) { return g_new_hooks.Remove(hook); }
-TCM_EXPORT int MallocHook_AddDeleteHook(MallocHook_DeleteHook hook) { return g_delete_hooks.Add(hook); }
-TCM_EXPORT int MallocHook_RemoveDeleteHook(MallocHook_DeleteHook hook) { return g_delete_hooks.Remove(hook); }
+TCM_EXPORT int MallocHook_AddNewHook(MallocHook_NewHook hook) { return Add(g_new_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveNewHook(MallocHook_NewHook hook) { return Remove(g_new_hooks, hook); }
+TCM_EXPORT int MallocHook_AddDeleteHook(MallocHook_DeleteHook hook) { return Add(g_delete_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveDeleteHook(MallocHook_DeleteHook hook) { return Remove(g_delete_hooks, hook); }
+TCM_EXPORT int MallocHook_AddPreMmapHook(MallocHook_PreMmapHook hook) { return Add(g_pre_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_RemovePreMmapHook(MallocHook_PreMmapHook hook) { return Remove(g_pre_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMmapHook(MallocHook_MmapHook hook) { return Add(g_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveMmapHook(MallocHook_MmapHook hook) { return Remove(g_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMunmapHook(MallocHook_MunmapHook hook) { return Add(g_munmap_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveMunmapHook(MallocHook_MunmapHook hook) { return Remove(g_munmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMremapHook(MallocHook_MremapHook hook) { return Add(g_mremap_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveMremapHook(MallocHook_MremapHook hook) { return Remove(g_mremap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddPreSbrkHook(MallocHook_PreSbrkHook hook) { return Add(g_pre_sbrk_hooks, hook); }
+TCM_EXPORT int MallocHook_RemovePreSbrkHook(MallocHook_PreSbrkHook hook) { return Remove(g_pre_sbrk_hooks, hook); }
+TCM_EXPORT int MallocHook_AddSbrkHook(MallocHook_SbrkHook hook) { return Add(g_sbrk_hooks, hook); }
+TCM_EXPORT int MallocHook_RemoveSbrkHook(MallocHook_SbrkHook hook) { return Remove(g_sbrk_hooks, hook); }
 
-TCM_EXPORT MallocHook_NewHook MallocHook_SetNewHook(MallocHook_NewHook hook) {
-  MallocHook_NewHook old = g_set_new_hook.exchange(hook);
-  Changed((hook != nullptr) - (old != nullptr));
-  return old;
+TCM_EXPORT int MallocHook_SetMmapReplacement(MallocHook_MmapReplacement hook) {
+  return SetReplacement(g_mmap_replacement, hook, "MallocHook_SetMmapReplacement");
+}
+TCM_EXPORT int MallocHook_RemoveMmapReplacement(MallocHook_MmapReplacement hook) {
+  return Remove(g_mmap_replacement, hook);
+}
+TCM_EXPORT int MallocHook_SetMunmapReplacement(MallocHook_MunmapReplacement hook) {
+  return SetReplacement(g_munmap_replacement, hook, "MallocHook_SetMunmapReplacement");
+}
+TCM_EXPORT int MallocHook_RemoveMunmapReplacement(MallocHook_MunmapReplacement hook) {
+  return Remove(g_munmap_replacement, hook);
 }
 
+TCM_EXPORT MallocHook_NewHook MallocHook_SetNewHook(MallocHook_NewHook hook) { return Exchange(g_new_hooks, hook); }
 TCM_EXPORT MallocHook_DeleteHook MallocHook_SetDeleteHook(MallocHook_DeleteHook hook) {
-  MallocHook_DeleteHook old = g_set_delete_hook.exchange(hook);
-  Changed((hook != nullptr) - (old != nullptr));
-  return old;
+  return Exchange(g_delete_hooks, hook);
 }
+TCM_EXPORT MallocHook_PreMmapHook MallocHook_SetPreMmapHook(MallocHook_PreMmapHook hook) {
+  return Exchange(g_pre_mmap_hooks, hook);
+}
+TCM_EXPORT MallocHook_MmapHook MallocHook_SetMmapHook(MallocHook_MmapHook hook) { return Exchange(g_mmap_hooks, hook); }
+TCM_EXPORT MallocHook_MunmapHook MallocHook_SetMunmapHook(MallocHook_MunmapHook hook) {
+  return Exchange(g_munmap_hooks, hook);
+}
+TCM_EXPORT MallocHook_MremapHook MallocHook_SetMremapHook(MallocHook_MremapHook hook) {
+  return Exchange(g_mremap_hooks, hook);
+}
+TCM_EXPORT MallocHook_PreSbrkHook MallocHook_SetPreSbrkHook(MallocHook_PreSbrkHook hook) {
+  return Exchange(g_pre_sbrk_hooks, hook);
+}
+TCM_EXPORT MallocHook_SbrkHook MallocHook_SetSbrkHook(MallocHook_SbrkHook hook) { return Exchange(g_sbrk_hooks, hook); }
 
 TCM_EXPORT int MallocHook_GetCallerStackTrace(void** result, int max_depth, int skip_count) {
   return os::GetStackTrace(result, max_depth, skip_count + 1);

@@ -1,12 +1,18 @@
 // Allocation hooks (gperftools/malloc_hook.h), the allocator side.
 //
-// Installing the first hook lowers the two fast-path limits (g_alloc_limit, g_free_limit)
-// to zero, so every malloc and free falls into the slow path, which calls the hooks; the
-// fast paths themselves never test for hooks. Removing the last hook restores the limits.
-// Hooks run with no allocator lock held. A hook's own allocations are not hooked again
-// (per-thread guard), so a hook may allocate.
-#ifndef TCMALLOC_MALLOC_HOOK_H_
-#define TCMALLOC_MALLOC_HOOK_H_
+// Installing the first new/delete hook lowers the fast-path limits (g_alloc_limit,
+// g_free_limit) to zero, so every malloc and free falls into the slow path, which calls the
+// hooks; the fast paths themselves never test for hooks. Removing the last hook restores
+// the limits. Hooks run with no allocator lock held. A hook's own allocations are not hooked
+// again (per-thread guard), so a hook may allocate.
+//
+// SYNCHRONIZATION: g_hook_lock (malloc_hook.cc) serialises every change to the hook lists,
+// the force-slow count and the limits: RecomputeFastPathLimits() runs under it and derives
+// the limits from the lists as they are, so the last writer always wrote the truth (no
+// stale "no hooks" store can land after a newer "hooks" one). Readers take no lock: the
+// limits are relaxed atomics (a plain load on x86-64), the hook slots acquire loads.
+#ifndef TCMALLOC_API_MALLOC_HOOK_H_
+#define TCMALLOC_API_MALLOC_HOOK_H_
 
 #include <atomic>
 #include <cstddef>
@@ -16,23 +22,46 @@
 
 namespace tcm {
 
+// A value read on a fast path and written rarely from elsewhere. Every access is a relaxed
+// atomic one, which compiles to a plain mov on x86-64, and the implicit conversion lets the
+// fast path compare against it as against a plain variable.
+template <typename T>
+class RelaxedAtomic {
+ public:
+  constexpr explicit RelaxedAtomic(T v) : v_(v) {}
+  RelaxedAtomic(const RelaxedAtomic&) = delete;
+  RelaxedAtomic& operator=(const RelaxedAtomic&) = delete;
+  TCM_ALWAYS_INLINE operator T() const { return v_.load(std::memory_order_relaxed); }
+  T load() const { return v_.load(std::memory_order_relaxed); }
+  void store(T v) { v_.store(v, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<T> v_;
+};
+
 // Fast-path limits: malloc of size >= g_alloc_limit and free of an address >= g_free_limit
-// take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach).
-extern size_t g_alloc_limit TCM_HIDDEN;
-extern uintptr_t g_free_limit TCM_HIDDEN;
+// take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach); 0 while a
+// new/delete hook is installed or something forces the slow paths.
+extern RelaxedAtomic<size_t> g_alloc_limit TCM_HIDDEN;
+extern RelaxedAtomic<uintptr_t> g_free_limit TCM_HIDDEN;
 
 inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;
 
-extern std::atomic<int> g_hooks_installed;  // number of hooks of either kind
-
-inline bool HooksActive() { return g_hooks_installed.load(std::memory_order_relaxed) != 0; }
+// True while a new or delete hook may be installed (the slow paths then invoke them).
+extern RelaxedAtomic<bool> g_alloc_hooks_active TCM_HIDDEN;
+inline bool HooksActive() { return g_alloc_hooks_active.load(); }
 void InvokeNewHooks(const void* p, size_t size);
 void InvokeDeleteHooks(const void* p);
 
-// Another reason to force the slow paths (e.g. the heap profiler); counted like a hook.
+// Another reason to force the slow paths (e.g. the heap profiler); counted, so calls nest.
 void ForceSlowPaths(bool on);
+
+// Sets every fast-path limit from the current hook state. REQUIRES g_hook_lock held (every
+// caller is in malloc_hook.cc). The one place that decides the limits: a new kind of limit
+// (per-CPU caches) is set here too.
+void RecomputeFastPathLimits();
 
 }  // namespace tcm
 
-#endif  // TCMALLOC_MALLOC_HOOK_H_
+#endif  // TCMALLOC_API_MALLOC_HOOK_H_

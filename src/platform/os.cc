@@ -16,18 +16,37 @@
 #include <cstring>
 #include <ctime>
 
+// glibc's sbrk does the bookkeeping of the break (__curbrk) that brk(2) alone would not;
+// __sbrk is its internal name, which libtcmalloc's own sbrk does not interpose.
+extern "C" void* __sbrk(intptr_t increment);
+
 namespace tcm::os {
 
+void* RawMmap(void* start, size_t length, int prot, int flags, int fd, int64_t offset) {
+  return reinterpret_cast<void*>(syscall(SYS_mmap, start, length, prot, flags, fd, offset));
+}
+
+int RawMunmap(void* start, size_t length) { return static_cast<int>(syscall(SYS_munmap, start, length)); }
+
+void* RawMremap(void* old_addr, size_t old_size, size_t new_size, int flags, void* new_addr) {
+  return reinterpret_cast<void*>(syscall(SYS_mremap, old_addr, old_size, new_size, flags, new_addr));
+}
+
+void* RawSbrk(intptr_t increment) { return __sbrk(increment); }
+
+// The allocator's own mappings go straight to the kernel: in libtcmalloc the symbol `mmap`
+// is ours, and reporting our own memory to the mmap hooks would count the heap twice (and
+// call hooks under the page heap lock).
 void* MapAnonymous(size_t bytes) {
   int saved = errno;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = RawMmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   errno = saved;  // a failed mmap must not leak EINVAL etc. into the caller's errno
   return p == MAP_FAILED ? nullptr : p;
 }
 
 void Unmap(void* p, size_t bytes) {
   int saved = errno;
-  munmap(p, bytes);
+  RawMunmap(p, bytes);
   errno = saved;
 }
 
@@ -50,7 +69,7 @@ bool RemovePages(void* p, size_t bytes) {
 
 void* Sbrk(intptr_t increment) {
   int saved = errno;
-  void* p = sbrk(increment);
+  void* p = RawSbrk(increment);
   errno = saved;
   return p == reinterpret_cast<void*>(-1) ? nullptr : p;
 }
@@ -137,8 +156,8 @@ bool ResizeFile(int fd, size_t bytes) {
 
 void* MapFile(int fd, size_t bytes, size_t offset, bool shared) {
   int saved = errno;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd,
-                 static_cast<off_t>(offset));
+  void* p = RawMmap(nullptr, bytes, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd,
+                    static_cast<int64_t>(offset));
   errno = saved;
   return p == MAP_FAILED ? nullptr : p;
 }

@@ -22,6 +22,14 @@ bool ReleasePages(void* p, size_t bytes);
 // afterwards it reads as zeros. False where unsupported (private or anonymous memory).
 bool RemovePages(void* p, size_t bytes);
 
+// The system calls behind the program's mmap/munmap/mremap/sbrk, made directly (not through
+// glibc's symbols, which libtcmalloc interposes) with their usual results and errno: mmap
+// and mremap return MAP_FAILED ((void*)-1), munmap -1, sbrk (void*)-1 on failure.
+void* RawMmap(void* start, size_t length, int prot, int flags, int fd, int64_t offset);
+int RawMunmap(void* start, size_t length);
+void* RawMremap(void* old_addr, size_t old_size, size_t new_size, int flags, void* new_addr);
+void* RawSbrk(intptr_t increment);
+
 // Moves the program break by `increment` bytes; returns the old break or nullptr on failure.
 void* Sbrk(intptr_t increment);
 
