@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/spinlock.h"
 #include "gperftools/malloc_hook.h"
+#include "platform/mmap_intercept.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -136,6 +137,45 @@ int SetReplacement(HookList<Hook>& list, Hook h, const char* who) {
   return ok;
 }
 
+// What the intercepted mmap family (libtcmalloc) calls: the MallocHook lists.
+constexpr os::AddressSpaceHooks kAddressSpaceForwarders = {
+    [](const void* start, size_t size, int prot, int flags, int fd, off_t offset) {
+      MallocHook::InvokePreMmapHook(start, size, prot, flags, fd, offset);
+    },
+    [](const void* start, size_t size, int prot, int flags, int fd, off_t offset, void** result) {
+      return MallocHook::InvokeMmapReplacement(start, size, prot, flags, fd, offset, result);
+    },
+    [](const void* result, const void* start, size_t size, int prot, int flags, int fd, off_t offset) {
+      MallocHook::InvokeMmapHook(result, start, size, prot, flags, fd, offset);
+    },
+    [](const void* p, size_t size, int* result) { return MallocHook::InvokeMunmapReplacement(p, size, result); },
+    [](const void* p, size_t size) { MallocHook::InvokeMunmapHook(p, size); },
+    [](const void* result, const void* old_addr, size_t old_size, size_t new_size, int flags,
+       const void* new_addr) { MallocHook::InvokeMremapHook(result, old_addr, old_size, new_size, flags, new_addr); },
+    [](ptrdiff_t increment) { MallocHook::InvokePreSbrkHook(increment); },
+    [](const void* result, ptrdiff_t increment) { MallocHook::InvokeSbrkHook(result, increment); },
+};
+
+// The intercepted calls report to the hooks from the first address-space hook on; until
+// then they are bare system calls.
+template <typename Hook>
+int AddAddressSpaceHook(HookList<Hook>& list, Hook h) {
+  os::SetAddressSpaceHooks(&kAddressSpaceForwarders);
+  return Add(list, h);
+}
+
+template <typename Hook>
+Hook ExchangeAddressSpaceHook(HookList<Hook>& list, Hook h) {
+  os::SetAddressSpaceHooks(&kAddressSpaceForwarders);
+  return Exchange(list, h);
+}
+
+template <typename Hook>
+int SetAddressSpaceReplacement(HookList<Hook>& list, Hook h, const char* who) {
+  os::SetAddressSpaceHooks(&kAddressSpaceForwarders);
+  return SetReplacement(list, h, who);
+}
+
 }  // namespace
 
 void RecomputeFastPathLimits() {
@@ -226,27 +266,27 @@ TCM_EXPORT int MallocHook_AddNewHook(MallocHook_NewHook hook) { return Add(g_new
 TCM_EXPORT int MallocHook_RemoveNewHook(MallocHook_NewHook hook) { return Remove(g_new_hooks, hook); }
 TCM_EXPORT int MallocHook_AddDeleteHook(MallocHook_DeleteHook hook) { return Add(g_delete_hooks, hook); }
 TCM_EXPORT int MallocHook_RemoveDeleteHook(MallocHook_DeleteHook hook) { return Remove(g_delete_hooks, hook); }
-TCM_EXPORT int MallocHook_AddPreMmapHook(MallocHook_PreMmapHook hook) { return Add(g_pre_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddPreMmapHook(MallocHook_PreMmapHook hook) { return AddAddressSpaceHook(g_pre_mmap_hooks, hook); }
 TCM_EXPORT int MallocHook_RemovePreMmapHook(MallocHook_PreMmapHook hook) { return Remove(g_pre_mmap_hooks, hook); }
-TCM_EXPORT int MallocHook_AddMmapHook(MallocHook_MmapHook hook) { return Add(g_mmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMmapHook(MallocHook_MmapHook hook) { return AddAddressSpaceHook(g_mmap_hooks, hook); }
 TCM_EXPORT int MallocHook_RemoveMmapHook(MallocHook_MmapHook hook) { return Remove(g_mmap_hooks, hook); }
-TCM_EXPORT int MallocHook_AddMunmapHook(MallocHook_MunmapHook hook) { return Add(g_munmap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMunmapHook(MallocHook_MunmapHook hook) { return AddAddressSpaceHook(g_munmap_hooks, hook); }
 TCM_EXPORT int MallocHook_RemoveMunmapHook(MallocHook_MunmapHook hook) { return Remove(g_munmap_hooks, hook); }
-TCM_EXPORT int MallocHook_AddMremapHook(MallocHook_MremapHook hook) { return Add(g_mremap_hooks, hook); }
+TCM_EXPORT int MallocHook_AddMremapHook(MallocHook_MremapHook hook) { return AddAddressSpaceHook(g_mremap_hooks, hook); }
 TCM_EXPORT int MallocHook_RemoveMremapHook(MallocHook_MremapHook hook) { return Remove(g_mremap_hooks, hook); }
-TCM_EXPORT int MallocHook_AddPreSbrkHook(MallocHook_PreSbrkHook hook) { return Add(g_pre_sbrk_hooks, hook); }
+TCM_EXPORT int MallocHook_AddPreSbrkHook(MallocHook_PreSbrkHook hook) { return AddAddressSpaceHook(g_pre_sbrk_hooks, hook); }
 TCM_EXPORT int MallocHook_RemovePreSbrkHook(MallocHook_PreSbrkHook hook) { return Remove(g_pre_sbrk_hooks, hook); }
-TCM_EXPORT int MallocHook_AddSbrkHook(MallocHook_SbrkHook hook) { return Add(g_sbrk_hooks, hook); }
+TCM_EXPORT int MallocHook_AddSbrkHook(MallocHook_SbrkHook hook) { return AddAddressSpaceHook(g_sbrk_hooks, hook); }
 TCM_EXPORT int MallocHook_RemoveSbrkHook(MallocHook_SbrkHook hook) { return Remove(g_sbrk_hooks, hook); }
 
 TCM_EXPORT int MallocHook_SetMmapReplacement(MallocHook_MmapReplacement hook) {
-  return SetReplacement(g_mmap_replacement, hook, "MallocHook_SetMmapReplacement");
+  return SetAddressSpaceReplacement(g_mmap_replacement, hook, "MallocHook_SetMmapReplacement");
 }
 TCM_EXPORT int MallocHook_RemoveMmapReplacement(MallocHook_MmapReplacement hook) {
   return Remove(g_mmap_replacement, hook);
 }
 TCM_EXPORT int MallocHook_SetMunmapReplacement(MallocHook_MunmapReplacement hook) {
-  return SetReplacement(g_munmap_replacement, hook, "MallocHook_SetMunmapReplacement");
+  return SetAddressSpaceReplacement(g_munmap_replacement, hook, "MallocHook_SetMunmapReplacement");
 }
 TCM_EXPORT int MallocHook_RemoveMunmapReplacement(MallocHook_MunmapReplacement hook) {
   return Remove(g_munmap_replacement, hook);
@@ -257,19 +297,19 @@ TCM_EXPORT MallocHook_DeleteHook MallocHook_SetDeleteHook(MallocHook_DeleteHook 
   return Exchange(g_delete_hooks, hook);
 }
 TCM_EXPORT MallocHook_PreMmapHook MallocHook_SetPreMmapHook(MallocHook_PreMmapHook hook) {
-  return Exchange(g_pre_mmap_hooks, hook);
+  return ExchangeAddressSpaceHook(g_pre_mmap_hooks, hook);
 }
-TCM_EXPORT MallocHook_MmapHook MallocHook_SetMmapHook(MallocHook_MmapHook hook) { return Exchange(g_mmap_hooks, hook); }
+TCM_EXPORT MallocHook_MmapHook MallocHook_SetMmapHook(MallocHook_MmapHook hook) { return ExchangeAddressSpaceHook(g_mmap_hooks, hook); }
 TCM_EXPORT MallocHook_MunmapHook MallocHook_SetMunmapHook(MallocHook_MunmapHook hook) {
-  return Exchange(g_munmap_hooks, hook);
+  return ExchangeAddressSpaceHook(g_munmap_hooks, hook);
 }
 TCM_EXPORT MallocHook_MremapHook MallocHook_SetMremapHook(MallocHook_MremapHook hook) {
-  return Exchange(g_mremap_hooks, hook);
+  return ExchangeAddressSpaceHook(g_mremap_hooks, hook);
 }
 TCM_EXPORT MallocHook_PreSbrkHook MallocHook_SetPreSbrkHook(MallocHook_PreSbrkHook hook) {
-  return Exchange(g_pre_sbrk_hooks, hook);
+  return ExchangeAddressSpaceHook(g_pre_sbrk_hooks, hook);
 }
-TCM_EXPORT MallocHook_SbrkHook MallocHook_SetSbrkHook(MallocHook_SbrkHook hook) { return Exchange(g_sbrk_hooks, hook); }
+TCM_EXPORT MallocHook_SbrkHook MallocHook_SetSbrkHook(MallocHook_SbrkHook hook) { return ExchangeAddressSpaceHook(g_sbrk_hooks, hook); }
 
 TCM_EXPORT int MallocHook_GetCallerStackTrace(void** result, int max_depth, int skip_count) {
   return os::GetStackTrace(result, max_depth, skip_count + 1);
