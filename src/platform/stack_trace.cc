@@ -13,17 +13,25 @@ struct Walk {
   int max_depth;
   int skip;
   int depth;
+  int* sizes = nullptr;       // GetStackFrames only
+  uintptr_t last_cfa = 0;     // canonical frame address of the frame seen last
 };
 
 _Unwind_Reason_Code OnFrame(struct _Unwind_Context* ctx, void* arg) {
   auto* w = static_cast<Walk*>(arg);
   uintptr_t ip = _Unwind_GetIP(ctx);
   if (ip == 0) return _URC_END_OF_STACK;
+  // Frame i's stack frame spans from the CFA of the frame it called (i-1) to its own CFA.
+  const uintptr_t cfa = w->sizes != nullptr ? _Unwind_GetCFA(ctx) : 0;
+  const uintptr_t callee_cfa = w->last_cfa;
+  w->last_cfa = cfa;
   if (w->skip > 0) {
     --w->skip;
     return _URC_NO_REASON;
   }
   if (w->depth >= w->max_depth) return _URC_END_OF_STACK;
+  if (w->sizes != nullptr)
+    w->sizes[w->depth] = callee_cfa != 0 && cfa > callee_cfa ? static_cast<int>(cfa - callee_cfa) : 0;
   w->pcs[w->depth++] = reinterpret_cast<void*>(ip);
   return _URC_NO_REASON;
 }
@@ -32,6 +40,12 @@ _Unwind_Reason_Code OnFrame(struct _Unwind_Context* ctx, void* arg) {
 int GetStackTrace(void** pcs, int max_depth, int skip) {
   // +1: the first frame reported is GetStackTrace itself.
   Walk w{pcs, max_depth, skip + 1, 0};
+  _Unwind_Backtrace(OnFrame, &w);
+  return w.depth;
+}
+
+int GetStackFrames(void** pcs, int* sizes, int max_depth, int skip) {
+  Walk w{pcs, max_depth, skip + 1, 0, sizes, 0};
   _Unwind_Backtrace(OnFrame, &w);
   return w.depth;
 }

@@ -14,6 +14,10 @@ inline constexpr int kMaxStackDepth = 64;
 // skipping `skip` frames above the caller of GetStackTrace. Returns the depth captured.
 int GetStackTrace(void** pcs, int max_depth, int skip);
 
+// As GetStackTrace, and sizes[i] = the size in bytes of frame i's stack frame (the distance
+// between its canonical frame address and that of the frame it called; 0 if unknown).
+int GetStackFrames(void** pcs, int* sizes, int max_depth, int skip);
+
 // The executable address range [*lo, *hi) of the loaded module whose code contains `addr`.
 // Returns false if not found. *is_main_program tells whether that module is the program
 // itself (a static link) rather than a shared library.
