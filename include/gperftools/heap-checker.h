@@ -54,14 +54,15 @@ class PERFTOOLS_DLL_DECL HeapLeakChecker {
 
   /* True if no object allocated since the constructor is unreachable now. Otherwise
      reports the leaks (summary, stacks, pprof command) on stderr and returns false. */
-  bool NoLeaks() { return DoNoLeaks(false); }
-  /* The same check; the report is only the summary line. */
-  bool BriefNoLeaks() { return DoNoLeaks(true); }
+  bool NoLeaks() { return DoNoLeaks(DO_NOT_SYMBOLIZE); }
+  /* The same check; the report is only the summary line. (A program built with
+     gperftools' header gets NoLeaks' full report here, as gperftools gives.) */
+  bool BriefNoLeaks() { return DoNoLeaks(BRIEF_REPORT); }
   /* Names kept from earlier versions of this interface; all are NoLeaks/BriefNoLeaks. */
-  bool QuickNoLeaks() { return DoNoLeaks(false); }
-  bool SameHeap() { return DoNoLeaks(false); }
-  bool QuickSameHeap() { return DoNoLeaks(false); }
-  bool BriefSameHeap() { return DoNoLeaks(true); }
+  bool QuickNoLeaks() { return NoLeaks(); }
+  bool SameHeap() { return NoLeaks(); }
+  bool QuickSameHeap() { return NoLeaks(); }
+  bool BriefSameHeap() { return BriefNoLeaks(); }
 
   /* What the last NoLeaks found: leaked bytes and objects (0 when the checker is off). */
   ssize_t BytesLeaked() const;
@@ -94,18 +95,24 @@ class PERFTOOLS_DLL_DECL HeapLeakChecker {
   static void DisableChecksIn(const char* pattern);
 
  private:
+  /* Binary compatibility with gperftools 2.10: programs built against its header call
+     DoNoLeaks(ShouldSymbolize) and DoIgnoreObject from the inline functions above and
+     allocate sizeof(HeapLeakChecker) == 56 bytes for a checker, so these names, types and
+     the size are the same as there. BRIEF_REPORT is ours (gperftools has the first two). */
   friend struct HeapLeakCheckerAccess;
-  enum MainTag { kMainCheck };
-  explicit HeapLeakChecker(MainTag);
-  bool DoNoLeaks(bool brief);
+  enum ShouldSymbolize { SYMBOLIZE, DO_NOT_SYMBOLIZE, BRIEF_REPORT };
+  HeapLeakChecker();  /* the whole-program checker */
+  bool DoNoLeaks(ShouldSymbolize should_symbolize);
   static void DoIgnoreObject(const void* ptr);
 
-  char name_[128];
+  const char* name_;    /* a copy in name_page_, or a literal when name_page_ is NULL */
+  void* name_page_;
   uint64_t start_serial_;
   ssize_t bytes_leaked_;
   ssize_t objects_leaked_;
   bool active_;
   bool has_checked_;
+  void* reserved_;      /* keeps the size at gperftools' 56 bytes */
 
   HeapLeakChecker(const HeapLeakChecker&);
   void operator=(const HeapLeakChecker&);

@@ -57,8 +57,12 @@ extern "C" int IsHeapProfilerRunning(void) __attribute__((weak));
 
 // Builds the whole-program checker with the constructor reserved for it.
 struct HeapLeakCheckerAccess {
-  static HeapLeakChecker* MakeMain(void* storage) { return new (storage) HeapLeakChecker(HeapLeakChecker::kMainCheck); }
+  static HeapLeakChecker* MakeMain(void* storage) { return new (storage) HeapLeakChecker(); }
 };
+
+// Programs built against gperftools 2.10's heap-checker.h allocate this many bytes for a
+// checker (tests/compat checks that header's size too).
+static_assert(sizeof(HeapLeakChecker) == 56, "HeapLeakChecker must keep gperftools' size");
 
 namespace tcm::heapcheck {
 namespace {
@@ -523,15 +527,29 @@ void OnMainStart() {
 using namespace tcm;
 using namespace tcm::heapcheck;
 
-HeapLeakChecker::HeapLeakChecker(MainTag)
-    : start_serial_(0), bytes_leaked_(0), objects_leaked_(0), active_(true), has_checked_(false) {
-  strcpy(name_, "_main_");
-}
+HeapLeakChecker::HeapLeakChecker()
+    : name_("_main_"), name_page_(nullptr), start_serial_(0), bytes_leaked_(0), objects_leaked_(0),
+      active_(true), has_checked_(false), reserved_(nullptr) {}
+
+namespace {
+// Names are copied to a page of their own: the checker may not use malloc, and the object
+// (56 bytes, gperftools' size) has no room for them. Checkers are few and long-lived.
+constexpr size_t kNamePage = 4096;
+constexpr size_t kMaxNameLength = 1023;  // longer names are truncated (they name files)
+}  // namespace
 
 HeapLeakChecker::HeapLeakChecker(const char* name)
-    : start_serial_(0), bytes_leaked_(0), objects_leaked_(0), active_(false), has_checked_(false) {
-  strncpy(name_, name != nullptr ? name : "", sizeof(name_) - 1);
-  name_[sizeof(name_) - 1] = '\0';
+    : name_(""), name_page_(nullptr), start_serial_(0), bytes_leaked_(0), objects_leaked_(0),
+      active_(false), has_checked_(false), reserved_(nullptr) {
+  if (name == nullptr) name = "";
+  if (void* page = os::MapAnonymous(kNamePage)) {
+    size_t n = strnlen(name, kMaxNameLength);
+    memcpy(page, name, n);  // the page is zero-filled: already NUL-terminated
+    name_page_ = page;
+    name_ = static_cast<const char*>(page);
+  } else {
+    Log("heap checker: no memory for the name of checker \"%.64s\"; it is unnamed", name);
+  }
   if (!g_active.load(std::memory_order_acquire)) {
     if (!g_warned_inactive.exchange(true))
       Say("Heap checker is not active, hence checker \"%s\" will do nothing! "
@@ -544,11 +562,14 @@ HeapLeakChecker::HeapLeakChecker(const char* name)
   active_ = true;
 }
 
-HeapLeakChecker::~HeapLeakChecker() = default;
+HeapLeakChecker::~HeapLeakChecker() {
+  if (name_page_ != nullptr) os::Unmap(name_page_, kNamePage);
+}
 
-bool HeapLeakChecker::DoNoLeaks(bool brief) {
+bool HeapLeakChecker::DoNoLeaks(ShouldSymbolize should_symbolize) {
   has_checked_ = true;
   if (!active_ || !g_active.load(std::memory_order_acquire)) return true;
+  const bool brief = should_symbolize == BRIEF_REPORT;
   const CheckResult r = CheckHere(name_, start_serial_, brief, this == g_main_checker);
   bytes_leaked_ = static_cast<ssize_t>(r.leaked_bytes);
   objects_leaked_ = static_cast<ssize_t>(r.leaked_objects);
