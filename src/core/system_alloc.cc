@@ -71,11 +71,15 @@ void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size
         size_t got = 0;
         p = user_fn_(user_ctx_, bytes, &got, alignment);
         if (p != nullptr && (got < bytes || (reinterpret_cast<uintptr_t>(p) & (alignment - 1)) != 0)) {
-          Log("user SysAllocator returned %zu bytes at %p for a request of %zu aligned to %zu; ignoring it",
-              got, p, bytes, alignment);
+          Log("user SysAllocator returned %zu bytes at %p for a request of %zu aligned to %zu; "
+              "out of memory", got, p, bytes, alignment);
           p = nullptr;  // unusable; leaked rather than misused
         }
-        if (p != nullptr) bytes = got & ~(kPageSize - 1);
+        // A program's allocator replaces the built-in sources (as in gperftools): it falls
+        // back to them itself if it wants to (GetSystemAllocator before SetSystemAllocator),
+        // so its NULL is out of memory, not a cue to map memory behind its back.
+        if (p == nullptr) return nullptr;
+        bytes = got & ~(kPageSize - 1);
         break;
       }
       case kMemfs: p = AllocMemfs(bytes, alignment); break;

@@ -1,7 +1,9 @@
 // System allocator: where the page heap's memory comes from.
 //
 // Sources are tried in a fixed order, each falling back to the next:
-//   user    a SysAllocator plugged in by the program (MallocExtension::SetSystemAllocator)
+//   user    a SysAllocator plugged in by the program (MallocExtension::SetSystemAllocator);
+//           when set it is the only source: its NULL (or a block that breaks the contract)
+//           is out of memory, as in gperftools (it may call the built-in sources itself)
 //   memfs   files created and unlinked in a hugetlbfs/tmpfs directory, mapped shared (or
 //           private), up to a size limit (TCMALLOC_MEMFS_*)
 //   devmem  an offset window of a device file, /dev/mem by default (TCMALLOC_DEVMEM_*);
@@ -35,8 +37,8 @@ class SystemAllocator {
   // *zeroed whether it is known to read as zeros. nullptr if every enabled source failed.
   void* Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
 
-  // Like Alloc, but only from the built-in sources (a program's SysAllocator falls back
-  // to these). Counts the bytes under the source that gave them.
+  // Like Alloc, but only from the built-in sources (what GetSystemAllocator hands a program
+  // to fall back to). Counts the bytes under the source that gave them.
   void* AllocBuiltin(size_t bytes, size_t alignment, size_t* actual);
 
   // Returns physical memory of a range we obtained back to the OS; false if unsupported

@@ -139,15 +139,18 @@ TEST(SystemAllocator, ReleaseCanBeDisabled) {
   EXPECT_EQ(p[0], 9);  // untouched
 }
 
-// A program-supplied source (MallocExtension::SetSystemAllocator) is tried first; memory
-// it returns is not assumed to be zero, and a block that breaks the contract is ignored.
+// A program-supplied source (MallocExtension::SetSystemAllocator) replaces the built-in
+// ones; memory it returns is not assumed to be zero. Its NULL, or a block that breaks the
+// contract, is out of memory (gperftools: the same), never a silent fallback to mmap.
 struct UserSource {
   int calls = 0;
   bool misalign = false;
+  bool fail = false;
 };
 void* UserAlloc(void* ctx, size_t size, size_t* actual, size_t alignment) {
   auto* u = static_cast<UserSource*>(ctx);
   ++u->calls;
+  if (u->fail) return nullptr;
   // Leaked on purpose, like every system allocation.
   char* p = static_cast<char*>(aligned_alloc(alignment, size + alignment));
   if (p == nullptr) return nullptr;
@@ -172,22 +175,36 @@ TEST(SystemAllocator, UserSourceComesFirst) {
   EXPECT_EQ(sys.bytes_from(SystemAllocator::kMmap), 0u);
 }
 
-TEST(SystemAllocator, MisalignedUserBlockFallsBackToMmap) {
+TEST(SystemAllocator, UserSourceNullIsOutOfMemory) {
   SystemAllocator sys;
-  UserSource u{0, true};
+  UserSource u;
+  u.fail = true;
   sys.SetUserSource(&UserAlloc, &u);
   size_t actual = 0;
   bool zeroed = false;
-  void* p = Alloc(&sys, 100 * kKiB, 64 * kKiB, &actual, &zeroed);
-  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(Alloc(&sys, 100 * kKiB, 64 * kKiB, &actual, &zeroed), nullptr);
   EXPECT_EQ(u.calls, 1);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (64 * kKiB), 0u);
-  EXPECT_TRUE(zeroed);
-  EXPECT_EQ(sys.bytes_from(SystemAllocator::kUser), 0u);
-  EXPECT_EQ(sys.bytes_from(SystemAllocator::kMmap), actual);
-  // Removing the source turns it off.
+  EXPECT_EQ(sys.bytes_from(SystemAllocator::kMmap), 0u) << "fell back to mmap behind its back";
+  EXPECT_EQ(sys.total_bytes(), 0u);
+}
+
+TEST(SystemAllocator, MisalignedUserBlockIsOutOfMemory) {
+  SystemAllocator sys;
+  UserSource u;
+  u.misalign = true;
+  sys.SetUserSource(&UserAlloc, &u);
+  size_t actual = 0;
+  bool zeroed = false;
+  EXPECT_EQ(Alloc(&sys, 100 * kKiB, 64 * kKiB, &actual, &zeroed), nullptr);
+  EXPECT_EQ(u.calls, 1);
+  EXPECT_EQ(sys.total_bytes(), 0u);
+  // Removing the source turns it off, and the built-in sources serve again.
   sys.SetUserSource(nullptr, nullptr);
   EXPECT_FALSE(sys.enabled(SystemAllocator::kUser));
+  void* p = Alloc(&sys, 100 * kKiB, 64 * kKiB, &actual, &zeroed);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(zeroed);
+  EXPECT_EQ(sys.bytes_from(SystemAllocator::kMmap), actual);
 }
 
 TEST(SystemAllocator, MemfsServesUpToItsLimitThenFallsBack) {
