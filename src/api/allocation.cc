@@ -165,11 +165,15 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);
   const size_t align = tls_requested_align;
   if (align != 0) size = tls_requested_size;
-  Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
+  // The run holds the class size an unsampled allocation would have had (a class can be
+  // larger than its request rounded up to pages), and the block reports that size, so
+  // GetAllocatedSize agrees with nallocx whether or not the block was sampled.
+  const size_t usable = GoodSize(size, align);
+  Span* span = AllocateLargeSpan(usable > size ? usable : size, align > kPageSize ? align >> kPageShift : 1);
   if (span == nullptr) return nullptr;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   // Without a record (no metadata memory) it is simply an unsampled large block.
-  span->sample = g_samples.Add(&g_arena, size, span->length.bytes(), align, period, pcs, depth);
+  span->sample = g_samples.Add(&g_arena, size, usable, align, period, pcs, depth);
   return span->start_ptr();
 }
 
@@ -489,6 +493,7 @@ size_t OwnedSize(const void* p) {
   if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
       span->location != Span::kInUse || span->sizeclass != 0)
     return 0;
+  if (span->sample != nullptr) return span->sample->allocated;  // see AllocateSampled
   return span->length.bytes();
 }
 

@@ -30,7 +30,7 @@ int64_t NextSampleGap(uint64_t* rng, int64_t mean);
 
 struct SampleRecord {
   size_t requested;  // bytes asked for
-  size_t allocated;  // bytes handed out
+  size_t allocated;  // usable bytes reported for the block (what nallocx says)
   size_t alignment;  // requested alignment (0 = malloc's)
   int64_t period;    // sampling parameter when taken
   int depth;
