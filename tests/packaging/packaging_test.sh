@@ -14,6 +14,13 @@ for f in lib/libtcmalloc_minimal.so lib/libtcmalloc_minimal.so.4 lib/libtcmalloc
          lib/pkgconfig/libtcmalloc_minimal.pc lib/cmake/tcmalloc/tcmallocConfig.cmake; do
   [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
+# Every public header of gperftools 2.10 (but the CPU profiler's), and its google/ forwarder.
+for h in tcmalloc.h nallocx.h malloc_extension.h malloc_extension_c.h malloc_hook.h malloc_hook_c.h \
+         heap-profiler.h heap-checker.h stacktrace.h; do
+  for d in gperftools google; do
+    [ -e "$prefix/include/$d/$h" ] || { echo "missing after install: include/$d/$h"; exit 1; }
+  done
+done
 soname=$(readelf -d "$prefix/lib/libtcmalloc_minimal.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = libtcmalloc_minimal.so.4 ] || { echo "wrong soname: $soname"; exit 1; }
 
