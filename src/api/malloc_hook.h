@@ -23,8 +23,15 @@
 namespace tcm {
 
 // A value read on a fast path and written rarely from elsewhere. Every access is a relaxed
-// atomic one, which compiles to a plain mov on x86-64, and the implicit conversion lets the
-// fast path compare against it as against a plain variable.
+// atomic one (a plain mov on x86-64), and the implicit conversion lets the fast path
+// compare against it as against a plain variable.
+//
+// `x >= limit` gets its own operator: compilers never fold an atomic load into another
+// instruction, so the comparison would cost a mov plus a cmp, where a plain variable
+// compiles to one cmp with a memory operand (+1 instruction on each of the malloc and
+// free fast paths, measured with callgrind). On x86-64 the operator issues that one cmp
+// itself: an aligned 8-byte load is atomic there, and the asm reads the memory afresh each
+// time (volatile), which is what a relaxed load promises.
 template <typename T>
 class RelaxedAtomic {
  public:
@@ -34,6 +41,18 @@ class RelaxedAtomic {
   TCM_ALWAYS_INLINE operator T() const { return v_.load(std::memory_order_relaxed); }
   T load() const { return v_.load(std::memory_order_relaxed); }
   void store(T v) { v_.store(v, std::memory_order_relaxed); }
+
+  friend TCM_ALWAYS_INLINE bool operator>=(T lhs, const RelaxedAtomic& rhs) {
+#if defined(__x86_64__)
+    static_assert(sizeof(T) == 8 && T(-1) > T(0), "64-bit unsigned values only");
+    static_assert(sizeof(std::atomic<T>) == sizeof(T) && std::atomic<T>::is_always_lock_free);
+    bool above_or_equal;
+    __asm__ __volatile__("cmpq %2, %1" : "=@ccae"(above_or_equal) : "r"(lhs), "m"(rhs.v_));
+    return above_or_equal;
+#else
+    return lhs >= rhs.load();
+#endif
+  }
 
  private:
   std::atomic<T> v_;
