@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 
 #include "api/allocation.h"
 #include "base/log.h"
@@ -18,6 +19,7 @@
 #include "gperftools/malloc_hook_c.h"
 #include "profiler/heap_profile_io.h"
 #include "profiler/heap_profile_table.h"
+#include "platform/inherited_env.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -39,9 +41,22 @@ const char* ParseProfileInterval(const char* value, int64_t* out) {
   return nullptr;
 }
 
+const char* ParseProfileBool(const char* value, bool* out) {
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  if (value == nullptr) return "empty";
+  for (const char* t : kTrue)
+    if (strcasecmp(value, t) == 0) return *out = true, nullptr;
+  for (const char* f : kFalse)
+    if (strcasecmp(value, f) == 0) return *out = false, nullptr;
+  return "not a boolean";
+}
+
 namespace {
 
 constexpr size_t kMaxPrefix = 1024;
+// mmap's failure value, without <sys/mman.h> (a system header of platform/).
+const void* const kMapFailed = reinterpret_cast<void*>(-1);
 
 struct ProfilerState {
   bool running = false;
@@ -49,6 +64,7 @@ struct ProfilerState {
   int child_pid = 0;       // set in a forked child: its files carry _<pid>
   int dump_count = 0;      // files written so far (by this process)
   int64_t last_dump_alloc_bytes = 0;
+  int64_t last_dump_free_bytes = 0;
   int64_t inuse_high_water = 0;
   uint64_t last_dump_ns = 0;
   bool warned_out_of_memory = false;
@@ -83,9 +99,25 @@ void LoadIntervals() {
     int64_t* field;
   } const flags[] = {
       {"HEAP_PROFILE_ALLOCATION_INTERVAL", &g_intervals.allocation_bytes},
+      {"HEAP_PROFILE_DEALLOCATION_INTERVAL", &g_intervals.deallocation_bytes},
       {"HEAP_PROFILE_INUSE_INTERVAL", &g_intervals.inuse_bytes},
       {"HEAP_PROFILE_TIME_INTERVAL", &g_intervals.time_seconds},
   };
+  struct BoolFlag {
+    const char* name;
+    bool* field;
+  } const bool_flags[] = {
+      {"HEAP_PROFILE_MMAP", &g_intervals.mmap},
+      {"HEAP_PROFILE_ONLY_MMAP", &g_intervals.only_mmap},
+      {"HEAP_PROFILE_MMAP_LOG", &g_intervals.mmap_log},
+  };
+  for (const BoolFlag& f : bool_flags) {
+    char value[64];
+    if (!os::GetEnv(f.name, value, sizeof(value))) continue;
+    if (const char* why = ParseProfileBool(value, f.field))
+      Log("ignoring %s=%s: %s; using the default %s", f.name, value, why, *f.field ? "true" : "false");
+  }
+  if (g_intervals.only_mmap) g_intervals.mmap = true;
   for (const Flag& f : flags) {
     char value[256];
     if (!os::GetEnv(f.name, value, sizeof(value))) continue;
@@ -119,6 +151,7 @@ void DumpLocked(const char* reason) {
   // allocation would retry (and log) at once.
   const HeapCounts& t = g_table.totals();
   g_state.last_dump_alloc_bytes = t.alloc_bytes;
+  g_state.last_dump_free_bytes = t.free_bytes;
   if (t.inuse_bytes() > g_state.inuse_high_water) g_state.inuse_high_water = t.inuse_bytes();
   if (g_intervals.time_seconds > 0) g_state.last_dump_ns = os::MonotonicCoarseNs();
   const int fd = OpenProfileFile(path);
@@ -143,6 +176,10 @@ void MaybeDumpLocked() {
   if (g_intervals.allocation_bytes > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_bytes) {
     snprintf(reason, sizeof(reason), "%lld MB allocated cumulatively, %lld MB currently in use",
              static_cast<long long>(t.alloc_bytes >> 20), static_cast<long long>(inuse >> 20));
+  } else if (g_intervals.deallocation_bytes > 0 &&
+             t.free_bytes >= g_state.last_dump_free_bytes + g_intervals.deallocation_bytes) {
+    snprintf(reason, sizeof(reason), "%lld MB freed cumulatively, %lld MB currently in use",
+             static_cast<long long>(t.free_bytes >> 20), static_cast<long long>(inuse >> 20));
   } else if (g_intervals.inuse_bytes > 0 && inuse > g_state.inuse_high_water + g_intervals.inuse_bytes) {
     snprintf(reason, sizeof(reason), "%lld MB currently in use", static_cast<long long>(inuse >> 20));
   } else if (g_intervals.time_seconds > 0) {
@@ -175,7 +212,76 @@ void DeleteHook(const void* p) {
   ErrnoSaver errno_saver;
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
-  g_table.RecordFree(p);
+  if (g_table.RecordFree(p)) MaybeDumpLocked();
+}
+
+// ---- HEAP_PROFILE_MMAP: the program's mappings (libtcmalloc intercepts the calls) ----
+
+void RecordRegion(const void* start, size_t size) {
+  void* pcs[os::kMaxStackDepth];
+  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);  // our frames left out
+  SpinLockHolder h(&g_lock);
+  if (!g_state.running) return;
+  if (!g_table.RecordAlloc(start, size, pcs, depth) && !g_state.warned_out_of_memory) {
+    g_state.warned_out_of_memory = true;
+    Log("heap profiler: no memory for its tables; the profile misses allocations");
+  }
+  MaybeDumpLocked();
+}
+
+void ForgetRegion(const void* start) {
+  SpinLockHolder h(&g_lock);
+  if (g_state.running && g_table.RecordFree(start)) MaybeDumpLocked();
+}
+
+bool MmapProfiling() { return !tls_forking && g_running.load(std::memory_order_acquire); }
+
+void MmapHook(const void* result, const void* start, size_t size, int prot, int flags, int fd, off_t offset) {
+  if (!MmapProfiling()) return;
+  ErrnoSaver errno_saver;
+  if (g_intervals.mmap_log)
+    ProfileLog("mmap(start=%p, len=%zu, prot=0x%x, flags=0x%x, fd=%d, offset=0x%llx) = %p", start, size, prot,
+               flags, fd, static_cast<unsigned long long>(offset), result);
+  if (result != kMapFailed && g_intervals.mmap) RecordRegion(result, size);
+}
+
+void MunmapHook(const void* p, size_t size) {
+  if (!MmapProfiling()) return;
+  ErrnoSaver errno_saver;
+  if (g_intervals.mmap_log) ProfileLog("munmap(start=%p, len=%zu)", p, size);
+  if (g_intervals.mmap) ForgetRegion(p);
+}
+
+void MremapHook(const void* result, const void* old_addr, size_t old_size, size_t new_size, int flags,
+                const void* new_addr) {
+  if (!MmapProfiling()) return;
+  ErrnoSaver errno_saver;
+  if (g_intervals.mmap_log)
+    ProfileLog("mremap(old_addr=%p, old_size=%zu, new_size=%zu, flags=0x%x, new_addr=%p) = %p", old_addr,
+               old_size, new_size, flags, new_addr, result);
+  if (result == kMapFailed || !g_intervals.mmap) return;
+  ForgetRegion(old_addr);
+  RecordRegion(result, new_size);
+}
+
+void SbrkHook(const void* result, ptrdiff_t increment) {
+  if (!MmapProfiling()) return;
+  ErrnoSaver errno_saver;
+  if (g_intervals.mmap_log) ProfileLog("sbrk(inc=%td) = %p", increment, result);
+  // Growth is a new region at the old break; shrinking is not tracked (as a partial munmap).
+  if (result != kMapFailed && increment > 0 && g_intervals.mmap) RecordRegion(result, static_cast<size_t>(increment));
+}
+
+bool AddMmapHooks() {
+  return MallocHook_AddMmapHook(MmapHook) && MallocHook_AddMunmapHook(MunmapHook) &&
+         MallocHook_AddMremapHook(MremapHook) && MallocHook_AddSbrkHook(SbrkHook);
+}
+
+void RemoveMmapHooks() {
+  MallocHook_RemoveMmapHook(MmapHook);
+  MallocHook_RemoveMunmapHook(MunmapHook);
+  MallocHook_RemoveMremapHook(MremapHook);
+  MallocHook_RemoveSbrkHook(SbrkHook);
 }
 
 void ForkPrepare() {
@@ -206,6 +312,7 @@ void RegisterForkHandlers() { pthread_atfork(ForkPrepare, ForkParent, ForkChild)
 void StopLocked() {
   MallocHook_RemoveNewHook(NewHook);
   MallocHook_RemoveDeleteHook(DeleteHook);
+  RemoveMmapHooks();
   // A hook that read g_running before this point waits for g_lock and then sees
   // running == false; none can touch the table after it is reset.
   SpinLockHolder h(&g_lock);
@@ -220,6 +327,15 @@ void StopLocked() {
 __attribute__((constructor)) void StartFromEnvironment() {
   char prefix[kMaxPrefix];
   if (!os::GetEnv("HEAPPROFILE", prefix, sizeof(prefix)) || prefix[0] == '\0') return;
+  if (static_cast<unsigned char>(prefix[0]) & 0x80) {
+    // Marked by the process that exec'd us (gperftools' convention, heap_profiler.h): our
+    // files carry our pid, so they do not overwrite that process's.
+    prefix[0] = static_cast<char>(prefix[0] & 0x7f);
+    const size_t n = strlen(prefix);
+    snprintf(prefix + n, sizeof(prefix) - n, "_%d", os::GetPid());
+  } else {
+    os::MarkEnvValueForChildren("HEAPPROFILE");
+  }
   HeapProfilerStart(prefix);
 }
 
@@ -268,7 +384,9 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
     g_running.store(true, std::memory_order_release);
   }
   ProfileLog("Starting tracking the heap");
-  if (!MallocHook_AddNewHook(NewHook) || !MallocHook_AddDeleteHook(DeleteHook)) {
+  const bool malloc_hooks = g_intervals.only_mmap || (MallocHook_AddNewHook(NewHook) && MallocHook_AddDeleteHook(DeleteHook));
+  const bool mmap_hooks = !(g_intervals.mmap || g_intervals.mmap_log) || AddMmapHooks();
+  if (!malloc_hooks || !mmap_hooks) {
     Log("heap profiler: every allocation hook slot is taken; not profiling");
     StopLocked();
   }

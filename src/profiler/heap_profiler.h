@@ -14,10 +14,23 @@
 // contents of /proc/self/maps, formatted in an mmap'ed buffer and written with write(2),
 // into <prefix>.NNNN.heap, or <prefix>_<pid>.NNNN.heap in a forked child (it inherits the
 // parent's records, which are its memory too, and numbers its own files from 0001).
-// Triggers, checked after each recorded allocation: HEAP_PROFILE_ALLOCATION_INTERVAL bytes
-// allocated since the last dump, in-use bytes above the previous high-water mark by
-// HEAP_PROFILE_INUSE_INTERVAL, HEAP_PROFILE_TIME_INTERVAL seconds since the last dump (so a
-// program that stops allocating stops dumping, as in gperftools); plus a final dump at exit.
+// Triggers, checked after each recorded allocation and free (as gperftools does):
+// HEAP_PROFILE_ALLOCATION_INTERVAL bytes allocated since the last dump,
+// HEAP_PROFILE_DEALLOCATION_INTERVAL bytes freed since the last dump, in-use bytes above the
+// previous high-water mark by HEAP_PROFILE_INUSE_INTERVAL, HEAP_PROFILE_TIME_INTERVAL
+// seconds since the last dump (so a program that stops allocating stops dumping, as in
+// gperftools); plus a final dump at exit.
+//
+// File names: HEAPPROFILE=<prefix> gives <prefix>.NNNN.heap. A process that starts
+// profiling from HEAPPROFILE sets the high bit of the variable's first byte in its own
+// environment (gperftools' convention), so a program it execs, which inherits the
+// variable, sees the mark and writes <prefix>_<pid>.NNNN.heap instead of overwriting.
+//
+// HEAP_PROFILE_MMAP: the program's mmap, mremap and sbrk (intercepted by libtcmalloc, see
+// platform/mmap_intercept.h) are recorded as allocations of the calling stack, munmap of a
+// recorded region's start as its free (a partial munmap is not tracked); the allocator's
+// own mappings are not included (they hold the malloc'ed objects already counted).
+// HEAP_PROFILE_ONLY_MMAP leaves malloc out; HEAP_PROFILE_MMAP_LOG logs every such call.
 //
 // Locks: the control lock serialises Start/Stop/exit; the table lock guards the table and
 // the dump state and is taken by the hooks (order: control, then table). Neither is held
@@ -35,9 +48,17 @@ namespace tcm {
 // a value that does not parse is reported once on stderr and replaced by its default.
 struct HeapProfilerIntervals {
   int64_t allocation_bytes = int64_t{1} << 30;  // HEAP_PROFILE_ALLOCATION_INTERVAL, 0 = off
+  int64_t deallocation_bytes = 0;               // HEAP_PROFILE_DEALLOCATION_INTERVAL, 0 = off
   int64_t inuse_bytes = int64_t{100} << 20;     // HEAP_PROFILE_INUSE_INTERVAL, 0 = off
   int64_t time_seconds = 0;                     // HEAP_PROFILE_TIME_INTERVAL, 0 = off
+  bool mmap = false;       // HEAP_PROFILE_MMAP: mmap, mremap and sbrk regions are profiled too
+  bool only_mmap = false;  // HEAP_PROFILE_ONLY_MMAP: only they are (implies HEAP_PROFILE_MMAP)
+  bool mmap_log = false;   // HEAP_PROFILE_MMAP_LOG: each mmap/munmap/mremap/sbrk on stderr
 };
+
+// Parses a boolean flag value: 1/0, true/false, yes/no, on/off (any case). Returns nullptr
+// and sets *out, or returns why the value was rejected.
+const char* ParseProfileBool(const char* value, bool* out);
 
 // Parses one interval value: a decimal integer >= 0 with an optional K, M or G suffix.
 // Returns nullptr and sets *out, or returns why the value was rejected.
