@@ -14,7 +14,7 @@ namespace tcm {
 
 constinit RelaxedAtomic<size_t> g_alloc_limit{kNormalAllocLimit};
 constinit RelaxedAtomic<uintptr_t> g_free_limit{kNormalFreeLimit};
-constinit RelaxedAtomic<bool> g_alloc_hooks_active{false};
+constinit std::atomic<bool> g_alloc_hooks_active{false};
 
 namespace {
 
@@ -181,7 +181,7 @@ int SetAddressSpaceReplacement(HookList<Hook>& list, Hook h, const char* who) {
 void RecomputeFastPathLimits() {
   const bool hooks = !g_new_hooks.EmptyLocked() || !g_delete_hooks.EmptyLocked();
   const bool slow = hooks || g_force_slow > 0;
-  g_alloc_hooks_active.store(hooks);
+  g_alloc_hooks_active.store(hooks, std::memory_order_relaxed);
   g_alloc_limit.store(slow ? 0 : kNormalAllocLimit);
   g_free_limit.store(slow ? 0 : kNormalFreeLimit);
 }

@@ -68,8 +68,8 @@ inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;
 
 // True while a new or delete hook may be installed (the slow paths then invoke them).
-extern RelaxedAtomic<bool> g_alloc_hooks_active TCM_HIDDEN;
-inline bool HooksActive() { return g_alloc_hooks_active.load(); }
+extern std::atomic<bool> g_alloc_hooks_active TCM_HIDDEN;
+inline bool HooksActive() { return g_alloc_hooks_active.load(std::memory_order_relaxed); }
 void InvokeNewHooks(const void* p, size_t size);
 void InvokeDeleteHooks(const void* p);
 
