@@ -21,6 +21,7 @@
 #include "profiler/heap_profile_table.h"
 #include "platform/inherited_env.h"
 #include "platform/os.h"
+#include "platform/signal_handler.h"
 #include "platform/stack_trace.h"
 
 namespace tcm {
@@ -118,6 +119,16 @@ void LoadIntervals() {
       Log("ignoring %s=%s: %s; using the default %s", f.name, value, why, *f.field ? "true" : "false");
   }
   if (g_intervals.only_mmap) g_intervals.mmap = true;
+  char value[64];
+  if (os::GetEnv("HEAPPROFILESIGNAL", value, sizeof(value))) {
+    char* end = nullptr;
+    const long sig = strtol(value, &end, 10);
+    if (end == value || *end != '\0' || sig <= 0 || sig > 64) {
+      Log("ignoring HEAPPROFILESIGNAL=%s: not a signal number; no dump on signal", value);
+    } else {
+      g_intervals.signal = sig;
+    }
+  }
   for (const Flag& f : flags) {
     char value[256];
     if (!os::GetEnv(f.name, value, sizeof(value))) continue;
@@ -168,12 +179,17 @@ void DumpLocked(const char* reason) {
   CloseProfileFile(fd);
 }
 
+// A HEAPPROFILESIGNAL that arrived while the table lock was taken.
+std::atomic<bool> g_signal_dump_pending{false};
+
 // Dumps if a trigger fired. REQUIRES g_lock, g_state.running.
 void MaybeDumpLocked() {
   const HeapCounts& t = g_table.totals();
   const int64_t inuse = t.inuse_bytes();
   char reason[128];
-  if (g_intervals.allocation_bytes > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_bytes) {
+  if (g_signal_dump_pending.load(std::memory_order_relaxed) && g_signal_dump_pending.exchange(false)) {
+    snprintf(reason, sizeof(reason), "signal");
+  } else if (g_intervals.allocation_bytes > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_bytes) {
     snprintf(reason, sizeof(reason), "%lld MB allocated cumulatively, %lld MB currently in use",
              static_cast<long long>(t.alloc_bytes >> 20), static_cast<long long>(inuse >> 20));
   } else if (g_intervals.deallocation_bytes > 0 &&
@@ -213,6 +229,19 @@ void DeleteHook(const void* p) {
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
   if (g_table.RecordFree(p)) MaybeDumpLocked();
+}
+
+// HEAPPROFILESIGNAL's handler. It may interrupt any thread anywhere, this profiler's
+// locked code included: it never waits for the lock (see heap_profiler.h).
+void DumpOnSignal(int) {
+  ErrnoSaver errno_saver;
+  if (!g_running.load(std::memory_order_acquire)) return;
+  if (!g_lock.TryLock()) {
+    g_signal_dump_pending.store(true, std::memory_order_relaxed);
+    return;
+  }
+  if (g_state.running) DumpLocked("signal");
+  g_lock.Unlock();
 }
 
 // ---- HEAP_PROFILE_MMAP: the program's mappings (libtcmalloc intercepts the calls) ----
@@ -383,6 +412,9 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
     g_state.running = true;
     g_running.store(true, std::memory_order_release);
   }
+  if (g_intervals.signal != 0 && !os::SetSignalHandler(static_cast<int>(g_intervals.signal), DumpOnSignal))
+    Log("heap profiler: cannot handle signal %lld (HEAPPROFILESIGNAL); no dump on signal",
+        static_cast<long long>(g_intervals.signal));
   ProfileLog("Starting tracking the heap");
   const bool malloc_hooks = g_intervals.only_mmap || (MallocHook_AddNewHook(NewHook) && MallocHook_AddDeleteHook(DeleteHook));
   const bool mmap_hooks = !(g_intervals.mmap || g_intervals.mmap_log) || AddMmapHooks();

@@ -32,6 +32,10 @@
 // own mappings are not included (they hold the malloc'ed objects already counted).
 // HEAP_PROFILE_ONLY_MMAP leaves malloc out; HEAP_PROFILE_MMAP_LOG logs every such call.
 //
+// HEAPPROFILESIGNAL=<n>: signal n dumps (reason "signal"). The handler dumps at once when
+// it can take the table lock without waiting (no malloc, only write(2) and mmap(2));
+// if the interrupted thread holds it, the dump is made at the next allocation or free.
+//
 // Locks: the control lock serialises Start/Stop/exit; the table lock guards the table and
 // the dump state and is taken by the hooks (order: control, then table). Neither is held
 // while calling anything that may malloc, and the allocator never calls into the profiler
@@ -54,6 +58,7 @@ struct HeapProfilerIntervals {
   bool mmap = false;       // HEAP_PROFILE_MMAP: mmap, mremap and sbrk regions are profiled too
   bool only_mmap = false;  // HEAP_PROFILE_ONLY_MMAP: only they are (implies HEAP_PROFILE_MMAP)
   bool mmap_log = false;   // HEAP_PROFILE_MMAP_LOG: each mmap/munmap/mremap/sbrk on stderr
+  int64_t signal = 0;      // HEAPPROFILESIGNAL: dump when this signal arrives, 0 = off
 };
 
 // Parses a boolean flag value: 1/0, true/false, yes/no, on/off (any case). Returns nullptr

@@ -144,6 +144,24 @@ class MmapProfiling(Case):
         self.assertNotIn("map_region", rows, text)
 
 
+class SignalDump(Case):
+    SIGUSR2 = 12
+
+    def test_the_signal_dumps(self):
+        p = run(["signal", self.SIGUSR2], {"HEAPPROFILE": self.prefix, "HEAPPROFILESIGNAL": str(self.SIGUSR2)})
+        ds = dumps(p.stderr)
+        self.assertEqual(ds[0], (f"{self.prefix}.0001.heap", "signal"), p.stderr)
+        self.assertTrue(ds[-1][1].startswith("Exiting"), p.stderr)
+        self.assertEqual(len(ds), 2, p.stderr)
+
+    def test_garbage_warns_and_the_signal_keeps_its_default(self):
+        p = subprocess.run([ARGS.workload, "signal", str(self.SIGUSR2)],
+                           env=clean_env({"HEAPPROFILE": self.prefix, "HEAPPROFILESIGNAL": "usr2"}),
+                           capture_output=True, text=True, timeout=120)
+        self.assertIn("ignoring HEAPPROFILESIGNAL=usr2", p.stderr)
+        self.assertEqual(p.returncode, -self.SIGUSR2)  # not handled: SIGUSR2 terminates
+
+
 def main():
     global ARGS
     parser = argparse.ArgumentParser()
