@@ -16,6 +16,8 @@ namespace tcm {
 
 constinit ThreadCache g_empty_cache;
 __thread ThreadCache* tls_cache TCM_INITIAL_EXEC = &g_empty_cache;
+__thread int64_t tls_sample_left TCM_INITIAL_EXEC = 0;
+__thread uint64_t tls_sample_rng TCM_INITIAL_EXEC = 0;
 // Set once the thread-exit hook ran: later allocations of this thread bypass the cache
 // (a new cache would never be returned).
 static __thread bool tls_exiting TCM_INITIAL_EXEC = false;
@@ -112,18 +114,33 @@ static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
 
 // Whether this allocation, which the fast path did not serve, is to be sampled. The fast
 // path charged the countdown only when it went negative there (and then left).
-static bool SampleDue(ThreadCache* tc, size_t size) {
-  if (tc->sample_left_ >= 0) {
-    tc->sample_left_ -= static_cast<int64_t>(size);
-    if (tc->sample_left_ >= 0) return false;
+static bool SampleDue(int64_t* left, uint64_t* rng, size_t size) {
+  if (*left >= 0) {
+    *left -= static_cast<int64_t>(size);
+    if (*left >= 0) return false;
   }
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   if (period <= 0) {
-    tc->sample_left_ = kSamplingOffRecheck;
+    *left = kSamplingOffRecheck;
     return false;
   }
-  tc->sample_left_ = NextSampleGap(&tc->rng_, period);
+  *left = NextSampleGap(rng, period);
   return true;
+}
+
+static bool SampleDue(ThreadCache* tc, size_t size) { return SampleDue(&tc->sample_left_, &tc->rng_, size); }
+
+// Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
+// yet), so a new thread's first allocation is not sampled by construction. Each expiry
+// also tells the CPU cache that this CPU is in use.
+static bool SampleDueTls(size_t size) {
+  if (TCM_UNLIKELY(tls_sample_rng == 0)) {
+    tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
+    const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+    tls_sample_left = period > 0 ? NextSampleGap(&tls_sample_rng, period) : kSamplingOffRecheck;
+  }
+  if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
+  return SampleDue(&tls_sample_left, &tls_sample_rng, size);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
@@ -177,11 +194,26 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   return span->start_ptr();
 }
 
+// Per-CPU mode's slow path of malloc: sampling, large objects, and the CPU cache's miss.
+static void* AllocateFromCpuCache(size_t size) {
+  if (TCM_UNLIKELY(SampleDueTls(size))) {
+    if (void* p = AllocateSampled(size)) return p;
+  }
+  if (size > kMaxSize) return AllocateLarge(size, 1);
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result = g_cpu_cache.Pop(cl);
+  if (result == nullptr) result = g_cpu_cache.AllocateMiss(cl);
+  if (result == nullptr) errno = ENOMEM;
+  return result;
+}
+
 static void* AllocateUnhooked(size_t size) {
   if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
     errno = ENOMEM;
     return nullptr;
   }
+  EnsureInitialized();
+  if (g_cpu_cache.active()) return AllocateFromCpuCache(size);
   ThreadCache* tc = GetOrCreateCache();
   if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
     if (void* p = AllocateSampled(size)) return p;
@@ -236,6 +268,15 @@ void DeallocateSlow(void* p) noexcept {
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
   if (cl == 0) return DeallocateLarge(p);
+  if (g_cpu_cache.active()) {
+    if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+    if constexpr (kDebugBuild) {
+      DebugCheckBlockStart(p, cl);
+      DebugPoison(p, SizeMap::ClassSize(cl));
+    }
+    if (!g_cpu_cache.Push(cl, p)) g_cpu_cache.DeallocateMiss(cl, p);
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
   if constexpr (kDebugBuild) {
@@ -249,6 +290,24 @@ void DeallocateSlow(void* p) noexcept {
     return;
   }
   tc->PushSlow(p, cl);
+}
+
+void DeallocatePerCpu(void* p) noexcept {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
+  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
+  if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
+  if constexpr (kDebugBuild) {
+    DebugCheckBlockStart(p, cl);
+    DebugPoison(p, SizeMap::ClassSize(cl));
+  }
+  if (TCM_UNLIKELY(!g_cpu_cache.Push(cl, p))) return DeallocatePerCpuMiss(p, cl);
+}
+
+void DeallocatePerCpuMiss(void* p, size_t cl) noexcept {
+  if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+  g_scavenger.OnSlowPath();
+  g_cpu_cache.DeallocateMiss(cl, p);
 }
 
 // ---- debug build checks ----
@@ -287,6 +346,12 @@ void VerifyHeap() {
       }
       TCM_CHECK(n == tc->lists_[cl].length);
     }
+  }
+  // Every object cached on a CPU is a block of its array's class (racy with other threads'
+  // pops and pushes, but any object that was ever in an array has that class).
+  for (int cpu = 0; cpu < g_cpu_cache.num_cpus(); ++cpu) {
+    for (size_t cl = 1; cl < kNumClasses && g_cpu_cache.CpuBytes(cpu) != 0; ++cl)
+      g_cpu_cache.ForEachObject(cpu, cl, [cl](void* o) { TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl); });
   }
   SpinLockHolder h(g_pageheap.lock());
   g_pageheap.Verify();
@@ -450,11 +515,12 @@ HeapTotals ComputeTotals() {
     t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
   }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
+  t.cpu_cache_bytes = g_cpu_cache.TotalBytes();
   t.thread_caches = g_caches.count();
   // Arena chunks, plus the class map's bytes that can be touched: one per managed page.
   t.metadata_bytes = g_arena.bytes_reserved() + t.system_bytes / kPageSize;
   size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
-                      t.transfer_cache_bytes + t.thread_cache_bytes;
+                      t.transfer_cache_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
   return t;
 }
@@ -467,11 +533,17 @@ size_t ReleaseToSystem(size_t bytes) {
 }
 
 size_t CallingThreadCacheSize() {
+  if (g_cpu_cache.active()) return 0;  // no thread owns a cache in per-CPU mode
   ThreadCache* tc = tls_cache;
   return tc == &g_empty_cache ? 0 : tc->size();
 }
 
 void ReleaseCallingThreadCache(bool destroy) {
+  // Per-CPU mode: a thread going idle likely leaves its CPU idle too.
+  if (g_cpu_cache.active()) {
+    g_cpu_cache.DrainCurrent();
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (tc == &g_empty_cache) return;
   if (!destroy) {
@@ -499,6 +571,7 @@ size_t OwnedSize(const void* p) {
 
 size_t ReleaseFreeMemory() {
   EnsureInitialized();
+  g_cpu_cache.DrainAll();
   // Chains parked in transfer caches may be all that keeps some spans alive.
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
   SpinLockHolder h(g_pageheap.lock());

@@ -14,12 +14,15 @@ namespace tcm {
 
 constinit RelaxedAtomic<size_t> g_alloc_limit{kNormalAllocLimit};
 constinit RelaxedAtomic<uintptr_t> g_free_limit{kNormalFreeLimit};
+constinit RelaxedAtomic<size_t> g_cpu_alloc_limit{0};
+constinit RelaxedAtomic<uintptr_t> g_cpu_free_limit{0};
 constinit std::atomic<bool> g_alloc_hooks_active{false};
 
 namespace {
 
 constinit SpinLock g_hook_lock;
-int g_force_slow = 0;  // guarded by g_hook_lock
+int g_force_slow = 0;      // guarded by g_hook_lock
+bool g_per_cpu_mode = false;  // guarded by g_hook_lock
 
 // A fixed array of hooks: changed under g_hook_lock, read lock-free (slots are atomic, so
 // hooks can be added and removed while other threads invoke them). The last slot is the
@@ -182,8 +185,18 @@ void RecomputeFastPathLimits() {
   const bool hooks = !g_new_hooks.EmptyLocked() || !g_delete_hooks.EmptyLocked();
   const bool slow = hooks || g_force_slow > 0;
   g_alloc_hooks_active.store(hooks, std::memory_order_relaxed);
-  g_alloc_limit.store(slow ? 0 : kNormalAllocLimit);
-  g_free_limit.store(slow ? 0 : kNormalFreeLimit);
+  // Per-thread fast path: open unless slow paths are forced or the per-CPU one is chosen.
+  g_alloc_limit.store(slow || g_per_cpu_mode ? 0 : kNormalAllocLimit);
+  g_free_limit.store(slow || g_per_cpu_mode ? 0 : kNormalFreeLimit);
+  // Per-CPU fast path: open only in per-CPU mode without a reason for the slow paths.
+  g_cpu_alloc_limit.store(!slow && g_per_cpu_mode ? kNormalAllocLimit : 0);
+  g_cpu_free_limit.store(!slow && g_per_cpu_mode ? kNormalFreeLimit : 0);
+}
+
+void SetPerCpuMode(bool on) {
+  SpinLockHolder l(&g_hook_lock);
+  g_per_cpu_mode = on;
+  RecomputeFastPathLimits();
 }
 
 void ForceSlowPaths(bool on) {

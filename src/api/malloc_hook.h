@@ -60,9 +60,13 @@ class RelaxedAtomic {
 
 // Fast-path limits: malloc of size >= g_alloc_limit and free of an address >= g_free_limit
 // take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach); 0 while a
-// new/delete hook is installed or something forces the slow paths.
+// new/delete hook is installed, something forces the slow paths, or in per-CPU mode.
 extern RelaxedAtomic<size_t> g_alloc_limit TCM_HIDDEN;
 extern RelaxedAtomic<uintptr_t> g_free_limit TCM_HIDDEN;
+// The per-CPU fast paths' limits: the normal ones in per-CPU mode without hooks, else 0.
+// (In per-CPU mode g_alloc_limit and g_free_limit are 0, which routes every call there.)
+extern RelaxedAtomic<size_t> g_cpu_alloc_limit TCM_HIDDEN;
+extern RelaxedAtomic<uintptr_t> g_cpu_free_limit TCM_HIDDEN;
 
 inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;
@@ -72,6 +76,9 @@ extern std::atomic<bool> g_alloc_hooks_active TCM_HIDDEN;
 inline bool HooksActive() { return g_alloc_hooks_active.load(std::memory_order_relaxed); }
 void InvokeNewHooks(const void* p, size_t size);
 void InvokeDeleteHooks(const void* p);
+
+// Selects the per-CPU fast paths (once, at initialisation) and recomputes the limits.
+void SetPerCpuMode(bool on);
 
 // Another reason to force the slow paths (e.g. the heap profiler); counted, so calls nest.
 void ForceSlowPaths(bool on);
