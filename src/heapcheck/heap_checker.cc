@@ -119,33 +119,6 @@ __attribute__((format(printf, 1, 2))) void Say(const char* fmt, ...) {
 
 // ---- flags ----
 
-bool EnvValue(const char* name, char* buf, size_t len) { return os::GetEnv(name, buf, len) && buf[0] != '\0'; }
-
-bool EnvBool(const char* name, bool def) {
-  char v[32];
-  if (!EnvValue(name, v, sizeof(v))) return def;
-  for (char* p = v; *p; ++p)
-    if (*p >= 'A' && *p <= 'Z') *p = static_cast<char>(*p - 'A' + 'a');
-  if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "t")) return true;
-  if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "f")) return false;
-  Log("heap checker: ignoring %s=%s (not a boolean)", name, v);
-  return def;
-}
-
-int64_t EnvInt(const char* name, int64_t def, int64_t lo, int64_t hi) {
-  char v[32];
-  if (!EnvValue(name, v, sizeof(v))) return def;
-  char* end = nullptr;
-  errno = 0;
-  const long long x = strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
-    Log("heap checker: ignoring %s=%s (want an integer in [%lld, %lld])", name, v, static_cast<long long>(lo),
-        static_cast<long long>(hi));
-    return def;
-  }
-  return x;
-}
-
 bool ParseMode(const char* s, Mode* mode) {
   static const struct {
     const char* name;
@@ -163,10 +136,10 @@ bool ParseMode(const char* s, Mode* mode) {
 
 // The levels are presets of the three liveness knobs, as in gperftools; "as-is" and
 // "local" take the knobs from the environment.
-void LoadFlags(Flags* f) {
-  f->after_destructors = EnvBool("HEAP_CHECK_AFTER_DESTRUCTORS", false);
-  f->thread_live = EnvBool("HEAP_CHECK_IGNORE_THREAD_LIVE", true);
-  f->global_live = EnvBool("HEAP_CHECK_IGNORE_GLOBAL_LIVE", true);
+void LoadFlags(const HeapCheckerOptions& o, Flags* f) {
+  f->after_destructors = o.after_destructors;
+  f->thread_live = o.ignore_thread_live;
+  f->global_live = o.ignore_global_live;
   switch (f->mode) {
     case Mode::kMinimal:
     case Mode::kNormal:
@@ -184,20 +157,20 @@ void LoadFlags(Flags* f) {
     default:
       break;
   }
-  f->max_leaks = EnvInt("HEAP_CHECK_MAX_LEAKS", 20, INT32_MIN, INT32_MAX);
-  f->identify_leaks = EnvBool("HEAP_CHECK_IDENTIFY_LEAKS", false);
-  f->test_alignment = EnvBool("HEAP_CHECK_TEST_POINTER_ALIGNMENT", false);
-  f->source_alignment = EnvInt("HEAP_CHECK_POINTER_SOURCE_ALIGNMENT", 8, 1, 8);
+  f->max_leaks = o.max_leaks;
+  f->identify_leaks = o.identify_leaks;
+  f->test_alignment = o.test_pointer_alignment;
+  f->source_alignment = o.pointer_source_alignment;
   if ((f->source_alignment & (f->source_alignment - 1)) != 0) {
     Log("heap checker: HEAP_CHECK_POINTER_SOURCE_ALIGNMENT must be 1, 2, 4 or 8; using 8");
     f->source_alignment = 8;
   }
-  f->max_pointer_offset = EnvInt("HEAP_CHECK_MAX_POINTER_OFFSET", 1024, -1, INT64_MAX);
-  f->stack_depth = EnvInt("HEAP_CHECK_STACK_DEPTH", 32, 1, os::kMaxStackDepth);
-  EnvValue("HEAP_CHECK_DUMP_DIRECTORY", f->dump_directory, sizeof(f->dump_directory));
-  EnvValue("PPROF_PATH", f->pprof_path, sizeof(f->pprof_path));
-  EnvValue("HEAP_CHECK_IGNORE_LIBS", f->ignore_libs, sizeof(f->ignore_libs));
-  f->verbose = EnvInt("PERFTOOLS_VERBOSE", 0, INT32_MIN, INT32_MAX);
+  f->max_pointer_offset = o.max_pointer_offset;
+  f->stack_depth = o.stack_depth;
+  memcpy(f->dump_directory, o.dump_directory, sizeof(f->dump_directory));
+  memcpy(f->pprof_path, o.pprof_path, sizeof(f->pprof_path));
+  memcpy(f->ignore_libs, o.ignore_libs, sizeof(f->ignore_libs));
+  f->verbose = o.verbose;
 }
 
 // ---- recording allocations ----
@@ -445,14 +418,18 @@ void MainCheckAtExit() {
 void Init() {
   if (g_initialized) return;
   g_initialized = true;
-  char mode[64];
-  if (!EnvValue("HEAPCHECK", mode, sizeof(mode))) return;
+  // The flags come from the options table (api/options.h), parsed by the allocator's
+  // initialisation; the allocator registers its fork handlers there too, and ours must come
+  // later so that they run first in the prepare phase (checker lock before allocator locks).
+  EnsureInitialized();
+  const Options& options = g_options;
+  const char* mode = options.heap_checker.level;
+  if (mode[0] == '\0') return;
   if (sys::IsSetuid()) {
     Log("heap checker: ignoring HEAPCHECK in a setuid program (it writes files)");
     return;
   }
-  char profile[8];
-  if (EnvValue("HEAPPROFILE", profile, sizeof(profile))) {
+  if (options.heap_profiler.prefix[0] != '\0') {
     // The profiler records every live object's address in its own memory, which the scan
     // would find and take for pointers: every object would look reachable.
     Log("heap checker: HEAPCHECK is ignored while HEAPPROFILE is set (run them separately)");
@@ -463,10 +440,7 @@ void Init() {
         "heap checking is off", mode);
     return;
   }
-  LoadFlags(&g_flags);
-  // The allocator registers its fork handlers on first use; ours must come later so that
-  // they run first in the prepare phase (checker lock before allocator locks).
-  EnsureInitialized();
+  LoadFlags(options.heap_checker, &g_flags);
   g_pid = sys::GetPid();
   if (const auto* size = static_cast<const uint32_t*>(dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread")))
     g_tcb_size = *size;
