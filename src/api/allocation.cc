@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "core/block_lookup.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -270,10 +271,9 @@ void DebugCheckPoison(void* p, size_t size) {
 }
 
 void DebugCheckBlockStart(void* p, size_t cl) {
-  Span* span = g_pagemap.GetSpan(PageId::FromPtr(p));
-  if (span == nullptr || span->sizeclass != cl) InvalidPointer("free()", p);
-  size_t offset = static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(span->start_ptr()));
-  if (offset % SizeMap::ClassSize(cl) != 0) Crash("free(): invalid pointer %p (not the start of a block)", p);
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  if (!b.found() || b.cl != cl) InvalidPointer("free()", p);
+  if (b.start != reinterpret_cast<uintptr_t>(p)) Crash("free(): invalid pointer %p (not the start of a block)", p);
 }
 
 void VerifyHeap() {
@@ -490,16 +490,11 @@ void ReleaseCallingThreadCache(bool destroy) {
 }
 
 size_t OwnedSize(const void* p) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (p == nullptr || (addr >> kAddressBits) != 0) return 0;
-  const size_t cl = g_pagemap.ClassOf(addr);
-  if (cl != 0) return SizeMap::ClassSize(cl);
-  const PageId page = PageId::FromAddr(addr);
-  Span* span = g_pagemap.GetSpan(page);
-  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
-      span->location != Span::kInUse || span->sizeclass != 0)
-    return 0;
-  return span->length.bytes();
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  // A page run only by its start (what free() accepts); a small object by any of its bytes,
+  // as before (the class map is what free() consults for those).
+  if (!b.found() || (b.cl == 0 && b.start != reinterpret_cast<uintptr_t>(p))) return 0;
+  return b.size;
 }
 
 size_t ReleaseFreeMemory() {

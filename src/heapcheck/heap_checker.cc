@@ -38,6 +38,7 @@
 #include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
+#include "core/block_lookup.h"
 #include "api/globals.h"
 #include "gperftools/heap-checker.h"
 #include "gperftools/malloc_hook_c.h"
@@ -207,15 +208,8 @@ void DeleteHook(const void* ptr) {
 // a block the allocator handed out. REQUIRES g_lock (so the block cannot be freed under a
 // recorded pointer).
 uintptr_t BlockStart(uintptr_t p) {
-  if (p == 0 || (p >> kAddressBits) != 0) return 0;
   SpinLockHolder h(g_pageheap.lock());
-  const Span* span = g_pagemap.GetSpan(PageId::FromAddr(p));
-  if (span == nullptr || span->location != Span::kInUse) return 0;
-  const uintptr_t start = span->start_addr();
-  if (p < start || p >= start + span->length.bytes()) return 0;
-  if (span->sizeclass == 0) return start;
-  const size_t size = SizeMap::ClassSize(span->sizeclass);
-  return start + (p - start) / size * size;
+  return FindBlock(g_pagemap, p).start;
 }
 
 AllocRecord* FindObjectLocked(const void* ptr) {
