@@ -21,9 +21,7 @@
 // free() keeps calling our hook until the very end of the process.
 #include "heapcheck/heap_checker.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,11 +33,9 @@
 #include <cstring>
 #include <new>
 
-#include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
-#include "core/block_lookup.h"
-#include "api/globals.h"
+#include "api/introspection.h"
 #include "gperftools/heap-checker.h"
 #include "gperftools/malloc_hook_c.h"
 #include "heapcheck/heap_check_report.h"
@@ -48,7 +44,9 @@
 #include "heapcheck/heap_check_stack.h"
 #include "heapcheck/heap_check_sys.h"
 #include "heapcheck/heap_check_table.h"
+#include "platform/modules.h"
 #include "platform/os.h"
+#include "platform/threads.h"
 #include "platform/stack_trace.h"
 #include "heapcheck/thread_list.h"
 
@@ -207,10 +205,7 @@ void DeleteHook(const void* ptr) {
 // Start of the heap block containing p (p itself for a block start), or 0 if p is not in
 // a block the allocator handed out. REQUIRES g_lock (so the block cannot be freed under a
 // recorded pointer).
-uintptr_t BlockStart(uintptr_t p) {
-  SpinLockHolder h(g_pageheap.lock());
-  return FindBlock(g_pagemap, p).start;
-}
+uintptr_t BlockStart(uintptr_t p) { return introspection::FindHeapBlock(p).start; }
 
 AllocRecord* FindObjectLocked(const void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
@@ -277,9 +272,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
   config.self_sp = self_sp;
   config.self_tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
   config.tcb_size = g_tcb_size;
-  stack_t alt;
-  if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_DISABLE) == 0)
-    config.self_altstack = reinterpret_cast<uintptr_t>(alt.ss_sp);
+  config.self_altstack = os::AltSignalStack();
 
   LivenessScan scan;
   ThreadList threads;
@@ -291,7 +284,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
   int other_threads = 0, not_stopped = 0;
   {
     g_lock.Lock();
-    LockAll();
+    introspection::LockAllocator();
     built = scan.Build(g_table);
     scan.ExcludeFromRoots(g_table->Extent());
     if (built) {
@@ -326,7 +319,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
     other_threads = threads.count();
     not_stopped = threads.not_stopped();
     threads.ResumeAll();
-    UnlockAll();
+    introspection::UnlockAllocator();
     g_lock.Unlock();
   }
 
@@ -401,7 +394,7 @@ TCM_NOINLINE CheckResult CheckHere(const char* name, uint64_t start_serial, bool
 void MainCheckAtExit() {
   bool expected = true;
   if (!g_main_check_pending.compare_exchange_strong(expected, false)) return;
-  if (sys::GetPid() != g_pid) return;  // a forked child: the parent does the checking
+  if (os::GetPid() != g_pid) return;  // a forked child: the parent does the checking
   HeapCleaner::RunHeapCleanups();
   if (g_main_checker->NoLeaks()) return;
   Say("Exiting with error code (instead of crashing) because of whole-program memory leaks\n");
@@ -415,11 +408,10 @@ void Init() {
   // The flags come from the options table (api/options.h), parsed by the allocator's
   // initialisation; the allocator registers its fork handlers there too, and ours must come
   // later so that they run first in the prepare phase (checker lock before allocator locks).
-  EnsureInitialized();
-  const Options& options = g_options;
+  const Options& options = introspection::AllocatorOptions();
   const char* mode = options.heap_checker.level;
   if (mode[0] == '\0') return;
-  if (sys::IsSetuid()) {
+  if (os::IsSetuid()) {
     Log("heap checker: ignoring HEAPCHECK in a setuid program (it writes files)");
     return;
   }
@@ -435,8 +427,8 @@ void Init() {
     return;
   }
   LoadFlags(options.heap_checker, &g_flags);
-  g_pid = sys::GetPid();
-  if (const auto* size = static_cast<const uint32_t*>(dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread")))
+  g_pid = os::GetPid();
+  if (const auto* size = static_cast<const uint32_t*>(os::GlobalSymbol("_thread_db_sizeof_pthread")))
     g_tcb_size = *size;
   g_table = new (g_table_storage) AllocTable();
   g_stacks = new (g_stacks_storage) StackTable();

@@ -10,10 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
-#include "api/globals.h"
+#include "api/introspection.h"
 #include "gperftools/heap-profiler.h"
 #include "gperftools/malloc_hook_c.h"
 #include "profiler/heap_profile_io.h"
@@ -124,7 +123,7 @@ void NewHook(const void* p, size_t size) {
   if (p == nullptr || tls_forking || !g_running.load(std::memory_order_acquire)) return;
   ErrnoSaver errno_saver;
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
+  const int depth = introspection::CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
   if (!g_table.RecordAlloc(p, size, pcs, depth) && !g_state.warned_out_of_memory) {
@@ -182,9 +181,9 @@ void StopLocked() {
 // before (by the loader, libc and libstdc++ start-up) are not in the profile; their frees are
 // ignored.
 __attribute__((constructor)) void StartFromEnvironment() {
-  EnsureInitialized();  // parses the options table
-  if (g_options.heap_profiler.prefix[0] == '\0') return;
-  HeapProfilerStart(g_options.heap_profiler.prefix);
+  const Options& options = introspection::AllocatorOptions();
+  if (options.heap_profiler.prefix[0] == '\0') return;
+  HeapProfilerStart(options.heap_profiler.prefix);
 }
 
 // The final dump. A library destructor rather than atexit(): registering could allocate.
@@ -211,13 +210,13 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
   if (prefix == nullptr || prefix[0] == '\0') return;
   // Our fork handlers must come after the allocator's (registered by its initialisation),
   // and pthread_atfork may malloc: the process's first malloc must not start inside it.
-  EnsureInitialized();
+  const Options& options = introspection::AllocatorOptions();
   pthread_once(&g_fork_once, RegisterForkHandlers);
   SpinLockHolder c(&g_control_lock);
   if (g_running.load(std::memory_order_relaxed)) return;
   {
     SpinLockHolder h(&g_lock);
-    g_intervals = g_options.heap_profiler;
+    g_intervals = options.heap_profiler;
     g_table.Reset();
     g_state = ProfilerState{};
     size_t n = strlen(prefix);
