@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 namespace tcm::heapcheck {
 

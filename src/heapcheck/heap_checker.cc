@@ -42,7 +42,7 @@
 #include "heapcheck/heap_check_modules.h"
 #include "heapcheck/heap_check_scan.h"
 #include "heapcheck/heap_check_stack.h"
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 #include "heapcheck/heap_check_table.h"
 #include "platform/modules.h"
 #include "platform/os.h"

@@ -11,7 +11,7 @@ set(TCMALLOC_HEAP_CHECKER_SOURCES
   heapcheck/heap_check_modules.cc
   heapcheck/heap_check_scan.cc
   heapcheck/heap_check_report.cc
-  heapcheck/heap_check_sys.cc
+  heapcheck/heap_check_memory.cc
   heapcheck/thread_list.cc
 )
 

@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 namespace tcm::heapcheck {
 

@@ -1,5 +1,5 @@
 // Whole-file reads for the heap checker (see heap_check_sys.h).
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 #include "platform/files.h"
 #include "platform/os.h"
