@@ -1,4 +1,4 @@
-// Whole-file reads for the heap checker (see heap_check_sys.h).
+// Whole-file reads for the heap checker (see heap_check_memory.h).
 #include "heapcheck/heap_check_memory.h"
 
 #include "platform/files.h"

@@ -5,8 +5,8 @@
 // arbitrary instruction, possibly inside malloc, stdio or the dynamic loader with their
 // locks held. Its system calls are the raw ones of src/platform/ (os.h, files.h,
 // threads.h, modules.h); it makes none of its own.
-#ifndef TCMALLOC_HEAP_CHECK_SYS_H_
-#define TCMALLOC_HEAP_CHECK_SYS_H_
+#ifndef TCMALLOC_HEAP_CHECK_MEMORY_H_
+#define TCMALLOC_HEAP_CHECK_MEMORY_H_
 
 #include <atomic>
 #include <cstddef>
@@ -123,4 +123,4 @@ bool ReadWholeFile(const char* path, MappedArray<char>* out);
 
 }  // namespace tcm::heapcheck
 
-#endif  // TCMALLOC_HEAP_CHECK_SYS_H_
+#endif  // TCMALLOC_HEAP_CHECK_MEMORY_H_

@@ -3,7 +3,7 @@
 // AllocTable: address -> (size, allocation stack, serial number, flags), an open-addressing
 // hash table with linear probing and backward-shift deletion (no tombstones, so a program
 // that allocates and frees forever keeps short probe chains). Addresses are stored hidden
-// (heap_check_sys.h), so the table itself can never look like a root that points at the
+// (heap_check_memory.h), so the table itself can never look like a root that points at the
 // objects it describes.
 //
 // StackTable: interns allocation stacks. Each distinct stack is stored once; records refer

@@ -11,7 +11,7 @@
 //   thread_list.*          stopping all other threads and capturing their registers
 //   heap_check_scan.*      roots and the liveness flood
 //   heap_check_report.*    leak report, leak profile, symbol names
-//   heap_check_sys.*       hidden addresses, mmap-backed arrays, whole-file reads (no malloc,
+//   heap_check_memory.*    hidden addresses, mmap-backed arrays, whole-file reads (no malloc,
 //                          no libc locks); the system calls themselves are src/platform/'s
 //                          (files.h, threads.h, modules.h)
 //   heap_check_start_main.cc   notices the start of main(): shared library (interposes
