@@ -64,24 +64,19 @@ namespace {
 
 enum class Mode { kOff, kMinimal, kNormal, kStrict, kDraconian, kAsIs, kLocal };
 
+// The level and what it presets; every other flag is read from the options table
+// (HeapCheckerOptions: g_opts, set once by Init).
 struct Flags {
   Mode mode = Mode::kOff;
-  bool after_destructors = false;   // HEAP_CHECK_AFTER_DESTRUCTORS
-  bool thread_live = true;          // HEAP_CHECK_IGNORE_THREAD_LIVE
-  bool global_live = true;          // HEAP_CHECK_IGNORE_GLOBAL_LIVE
-  int64_t max_leaks = 20;           // HEAP_CHECK_MAX_LEAKS
-  bool identify_leaks = false;      // HEAP_CHECK_IDENTIFY_LEAKS
-  bool test_alignment = false;      // HEAP_CHECK_TEST_POINTER_ALIGNMENT
-  int64_t source_alignment = 8;     // HEAP_CHECK_POINTER_SOURCE_ALIGNMENT
-  int64_t max_pointer_offset = 1024;  // HEAP_CHECK_MAX_POINTER_OFFSET
-  int64_t stack_depth = 32;         // HEAP_CHECK_STACK_DEPTH
-  char dump_directory[256] = "/tmp";  // HEAP_CHECK_DUMP_DIRECTORY
-  char pprof_path[256] = "pprof";   // PPROF_PATH
-  char ignore_libs[1024] = "";      // HEAP_CHECK_IGNORE_LIBS
-  int64_t verbose = 0;              // PERFTOOLS_VERBOSE
+  bool after_destructors = false;  // HEAP_CHECK_AFTER_DESTRUCTORS, or the level's preset
+  bool thread_live = true;         // HEAP_CHECK_IGNORE_THREAD_LIVE, or the level's preset
+  bool global_live = true;         // HEAP_CHECK_IGNORE_GLOBAL_LIVE, or the level's preset
+  int64_t source_alignment = 8;    // HEAP_CHECK_POINTER_SOURCE_ALIGNMENT, a power of two
 };
 
 constinit Flags g_flags;
+constinit const HeapCheckerOptions kDefaultOptions;
+constinit const HeapCheckerOptions* g_opts = &kDefaultOptions;  // the table's, once Init ran
 constinit SpinLock g_lock;  // the checker lock (heap_checker.h, SYNCHRONIZATION)
 constinit std::atomic<bool> g_active{false};
 constinit bool g_initialized = false;
@@ -156,20 +151,11 @@ void LoadFlags(const HeapCheckerOptions& o, Flags* f) {
     default:
       break;
   }
-  f->max_leaks = o.max_leaks;
-  f->identify_leaks = o.identify_leaks;
-  f->test_alignment = o.test_pointer_alignment;
   f->source_alignment = o.pointer_source_alignment;
   if ((f->source_alignment & (f->source_alignment - 1)) != 0) {
     Log("heap checker: HEAP_CHECK_POINTER_SOURCE_ALIGNMENT must be 1, 2, 4 or 8; using 8");
     f->source_alignment = 8;
   }
-  f->max_pointer_offset = o.max_pointer_offset;
-  f->stack_depth = o.stack_depth;
-  memcpy(f->dump_directory, o.dump_directory, sizeof(f->dump_directory));
-  memcpy(f->pprof_path, o.pprof_path, sizeof(f->pprof_path));
-  memcpy(f->ignore_libs, o.ignore_libs, sizeof(f->ignore_libs));
-  f->verbose = o.verbose;
 }
 
 // ---- recording allocations ----
@@ -178,7 +164,7 @@ void NewHook(const void* ptr, size_t size) {
   if (ptr == nullptr || !g_active.load(std::memory_order_relaxed)) return;
   // Unwinding may take the dynamic loader's lock: do it before taking ours.
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureAllocStack(pcs, static_cast<int>(g_flags.stack_depth));
+  const int depth = CaptureAllocStack(pcs, static_cast<int>(g_opts->stack_depth));
   if (TCM_UNLIKELY(Probing())) return;
   const uint32_t flags = tls_disabled > 0 ? uint32_t{kDisabled} : uint32_t{0};
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
@@ -262,13 +248,13 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
                                   uintptr_t self_sp) {
   CheckResult result;
   MappedArray<ModuleInfo> modules;
-  CollectModules(g_flags.ignore_libs, &modules);  // before the lock: takes the dynamic loader's lock
+  CollectModules(g_opts->ignore_libs, &modules);  // before the lock: takes the dynamic loader's lock
 
   ScanConfig config;
   config.global_live = g_flags.global_live;
   config.thread_live = g_flags.thread_live;
   config.source_alignment = static_cast<size_t>(g_flags.source_alignment);
-  config.max_pointer_offset = g_flags.max_pointer_offset;
+  config.max_pointer_offset = g_opts->max_pointer_offset;
   config.self_sp = self_sp;
   config.self_tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
   config.tcb_size = g_tcb_size;
@@ -299,7 +285,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         if (o.live || o.root || o.record->serial < start_serial) continue;
         leaks.Add(Reveal(o.start), o.record->size, o.record->stack);
       }
-      if (!leaks.empty() && g_flags.test_alignment && config.source_alignment > 1) {
+      if (!leaks.empty() && g_opts->test_pointer_alignment && config.source_alignment > 1) {
         ScanConfig any = config;
         any.source_alignment = 1;
         ScanStats ignored;
@@ -331,7 +317,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         !built ? "out of memory" : "cannot read /proc/self/maps");
     return result;
   }
-  if (g_flags.verbose > 0) {
+  if (g_opts->verbose > 0) {
     Say("Heap check \"%s\": %lu allocations recorded, %lu objects live, %zu root ranges (%zu bytes), %d other threads "
         "(%d not stopped), %zu exited threads' stacks skipped, %s\n",
         name, static_cast<unsigned long>(recorded), static_cast<unsigned long>(live_objects), stats.root_ranges, stats.root_bytes, other_threads,
@@ -339,7 +325,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         stats.copied_safely ? "roots copied with process_vm_readv" : "roots read directly");
   }
   if (leaks.empty()) {
-    if (!is_main || g_flags.verbose > 0)
+    if (!is_main || g_opts->verbose > 0)
       Say("No leaks found for check \"%s\" (but no 100%% guarantee that there aren't any): "
           "found %lu reachable heap objects of %lu bytes\n",
           name, static_cast<unsigned long>(live_objects), static_cast<unsigned long>(live_bytes));
@@ -350,16 +336,16 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
   result.leaked_objects = leaks.total_objects();
 
   char path[512];
-  snprintf(path, sizeof(path), "%s/%s.%d.%s-end.heap", g_flags.dump_directory, program_invocation_short_name,
+  snprintf(path, sizeof(path), "%s/%s.%d.%s-end.heap", g_opts->dump_directory, program_invocation_short_name,
            g_pid, name);
   ReportOptions options;
   options.check_name = name;
   options.profile_path = path;
   options.program_path = program_invocation_name;
-  options.pprof_path = g_flags.pprof_path;
-  options.max_leaks = static_cast<int>(g_flags.max_leaks);
+  options.pprof_path = g_opts->pprof_path;
+  options.max_leaks = static_cast<int>(g_opts->max_leaks);
   options.brief = brief;
-  options.identify = g_flags.identify_leaks;
+  options.identify = g_opts->identify_leaks;
   ReportLeaks(leaks, options);
   if (!stopped)
     Say("Heap checker: could not stop the other threads for the scan; objects only they reference may be "
@@ -427,6 +413,7 @@ void Init() {
     return;
   }
   LoadFlags(options.heap_checker, &g_flags);
+  g_opts = &options.heap_checker;
   g_pid = os::GetPid();
   if (const auto* size = static_cast<const uint32_t*>(os::GlobalSymbol("_thread_db_sizeof_pthread")))
     g_tcb_size = *size;
@@ -537,7 +524,7 @@ bool HeapLeakChecker::NoGlobalLeaks() {
 }
 
 void HeapLeakChecker::CancelGlobalCheck() {
-  if (g_main_check_pending.exchange(false) && g_flags.verbose > 0)
+  if (g_main_check_pending.exchange(false) && g_opts->verbose > 0)
     Say("Canceling the automatic at-exit whole-program memory leak check\n");
 }
 
