@@ -69,7 +69,11 @@ TEST(PlatformThreads, BorrowsAFreeRealtimeSignalAndGivesItBack) {
 }
 
 TEST(PlatformThreads, AltSignalStack) {
-  EXPECT_EQ(AltSignalStack(), 0u);
+  // A sanitizer's runtime may have given the thread one already: keep it, put it back.
+  stack_t original{};
+  ASSERT_EQ(sigaltstack(nullptr, &original), 0);
+  EXPECT_EQ(AltSignalStack(),
+            (original.ss_flags & SS_DISABLE) != 0 ? 0u : reinterpret_cast<uintptr_t>(original.ss_sp));
   static char stack[64 * 1024];
   stack_t ss{};
   ss.ss_sp = stack;
@@ -79,6 +83,9 @@ TEST(PlatformThreads, AltSignalStack) {
   ss.ss_flags = SS_DISABLE;
   ASSERT_EQ(sigaltstack(&ss, nullptr), 0);
   EXPECT_EQ(AltSignalStack(), 0u);
+  if ((original.ss_flags & SS_DISABLE) == 0) {
+    ASSERT_EQ(sigaltstack(&original, nullptr), 0);
+  }
 }
 
 TEST(PlatformThreads, CopyFromSelfStopsAtUnreadableMemory) {
