@@ -11,47 +11,19 @@
 #include <cstring>
 #include <strings.h>
 
-#include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
-#include "api/globals.h"
+#include "api/introspection.h"
 #include "gperftools/heap-profiler.h"
 #include "gperftools/malloc_hook_c.h"
 #include "profiler/heap_profile_io.h"
 #include "profiler/heap_profile_table.h"
 #include "platform/inherited_env.h"
 #include "platform/os.h"
-#include "platform/signal_handler.h"
+#include "platform/threads.h"
 #include "platform/stack_trace.h"
 
 namespace tcm {
-
-const char* ParseProfileInterval(const char* value, int64_t* out) {
-  if (value == nullptr || *value == '\0') return "empty";
-  errno = 0;
-  char* end = nullptr;
-  long long v = strtoll(value, &end, 10);
-  if (end == value || errno == ERANGE) return "not an integer";
-  long long mult = 1;
-  if (*end == 'k' || *end == 'K') mult = 1LL << 10, ++end;
-  else if (*end == 'm' || *end == 'M') mult = 1LL << 20, ++end;
-  else if (*end == 'g' || *end == 'G') mult = 1LL << 30, ++end;
-  if (*end != '\0') return "not an integer";
-  if (v < 0 || __builtin_mul_overflow(v, mult, &v)) return "out of range";
-  *out = v;
-  return nullptr;
-}
-
-const char* ParseProfileBool(const char* value, bool* out) {
-  static const char* const kTrue[] = {"1", "true", "yes", "on"};
-  static const char* const kFalse[] = {"0", "false", "no", "off"};
-  if (value == nullptr) return "empty";
-  for (const char* t : kTrue)
-    if (strcasecmp(value, t) == 0) return *out = true, nullptr;
-  for (const char* f : kFalse)
-    if (strcasecmp(value, f) == 0) return *out = false, nullptr;
-  return "not a boolean";
-}
 
 namespace {
 
@@ -75,8 +47,9 @@ constinit SpinLock g_control_lock;  // Start, Stop and the exit dump; outer
 constinit SpinLock g_lock;          // g_state and g_table; inner, taken by the hooks
 constinit ProfilerState g_state;    // guarded by g_lock
 constinit HeapProfileTable g_table;  // guarded by g_lock
-constinit HeapProfilerIntervals g_intervals;  // written once, under g_control_lock
-bool g_intervals_loaded = false;              // guarded by g_control_lock
+// The dump triggers (HEAP_PROFILE_*_INTERVAL of the options table), copied when the
+// profiler starts; written under g_control_lock and g_lock, read under g_lock.
+constinit HeapProfilerOptions g_intervals;
 // g_state.running for the hooks' unlocked first look (after Stop they return at once).
 std::atomic<bool> g_running{false};
 // Set in the thread that forks while our prepare handler holds the locks: a malloc from a
@@ -93,53 +66,6 @@ class ErrnoSaver {
  private:
   int saved_;
 };
-
-void LoadIntervals() {
-  struct Flag {
-    const char* name;
-    int64_t* field;
-  } const flags[] = {
-      {"HEAP_PROFILE_ALLOCATION_INTERVAL", &g_intervals.allocation_bytes},
-      {"HEAP_PROFILE_DEALLOCATION_INTERVAL", &g_intervals.deallocation_bytes},
-      {"HEAP_PROFILE_INUSE_INTERVAL", &g_intervals.inuse_bytes},
-      {"HEAP_PROFILE_TIME_INTERVAL", &g_intervals.time_seconds},
-  };
-  struct BoolFlag {
-    const char* name;
-    bool* field;
-  } const bool_flags[] = {
-      {"HEAP_PROFILE_MMAP", &g_intervals.mmap},
-      {"HEAP_PROFILE_ONLY_MMAP", &g_intervals.only_mmap},
-      {"HEAP_PROFILE_MMAP_LOG", &g_intervals.mmap_log},
-  };
-  for (const BoolFlag& f : bool_flags) {
-    char value[64];
-    if (!os::GetEnv(f.name, value, sizeof(value))) continue;
-    if (const char* why = ParseProfileBool(value, f.field))
-      Log("ignoring %s=%s: %s; using the default %s", f.name, value, why, *f.field ? "true" : "false");
-  }
-  if (g_intervals.only_mmap) g_intervals.mmap = true;
-  char value[64];
-  if (os::GetEnv("HEAPPROFILESIGNAL", value, sizeof(value))) {
-    char* end = nullptr;
-    const long sig = strtol(value, &end, 10);
-    if (end == value || *end != '\0' || sig <= 0 || sig > 64) {
-      Log("ignoring HEAPPROFILESIGNAL=%s: not a signal number; no dump on signal", value);
-    } else {
-      g_intervals.signal = sig;
-    }
-  }
-  for (const Flag& f : flags) {
-    char value[256];
-    if (!os::GetEnv(f.name, value, sizeof(value))) continue;
-    int64_t v;
-    if (const char* why = ParseProfileInterval(value, &v)) {
-      Log("ignoring %s=%s: %s; using the default %lld", f.name, value, why, static_cast<long long>(*f.field));
-      continue;
-    }
-    *f.field = v;
-  }
-}
 
 // Whole MB (or kB, or bytes) for the log's reasons, the way gperftools words them.
 void FormatInUse(char* buf, size_t len, const char* what, int64_t bytes) {
@@ -164,7 +90,7 @@ void DumpLocked(const char* reason) {
   g_state.last_dump_alloc_bytes = t.alloc_bytes;
   g_state.last_dump_free_bytes = t.free_bytes;
   if (t.inuse_bytes() > g_state.inuse_high_water) g_state.inuse_high_water = t.inuse_bytes();
-  if (g_intervals.time_seconds > 0) g_state.last_dump_ns = os::MonotonicCoarseNs();
+  if (g_intervals.time_interval > 0) g_state.last_dump_ns = os::MonotonicCoarseNs();
   const int fd = OpenProfileFile(path);
   if (fd < 0) {
     Log("heap profiler: cannot create %s (errno %d)", path, errno);
@@ -189,19 +115,19 @@ void MaybeDumpLocked() {
   char reason[128];
   if (g_signal_dump_pending.load(std::memory_order_relaxed) && g_signal_dump_pending.exchange(false)) {
     snprintf(reason, sizeof(reason), "signal");
-  } else if (g_intervals.allocation_bytes > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_bytes) {
+  } else if (g_intervals.allocation_interval > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_interval) {
     snprintf(reason, sizeof(reason), "%lld MB allocated cumulatively, %lld MB currently in use",
              static_cast<long long>(t.alloc_bytes >> 20), static_cast<long long>(inuse >> 20));
-  } else if (g_intervals.deallocation_bytes > 0 &&
-             t.free_bytes >= g_state.last_dump_free_bytes + g_intervals.deallocation_bytes) {
+  } else if (g_intervals.deallocation_interval > 0 &&
+             t.free_bytes >= g_state.last_dump_free_bytes + g_intervals.deallocation_interval) {
     snprintf(reason, sizeof(reason), "%lld MB freed cumulatively, %lld MB currently in use",
              static_cast<long long>(t.free_bytes >> 20), static_cast<long long>(inuse >> 20));
-  } else if (g_intervals.inuse_bytes > 0 && inuse > g_state.inuse_high_water + g_intervals.inuse_bytes) {
+  } else if (g_intervals.inuse_interval > 0 && inuse > g_state.inuse_high_water + g_intervals.inuse_interval) {
     snprintf(reason, sizeof(reason), "%lld MB currently in use", static_cast<long long>(inuse >> 20));
-  } else if (g_intervals.time_seconds > 0) {
+  } else if (g_intervals.time_interval > 0) {
     // The coarse clock is a vDSO read (no syscall): cheap enough for every allocation.
     const uint64_t elapsed_s = (os::MonotonicCoarseNs() - g_state.last_dump_ns) / 1000000000u;
-    if (elapsed_s < static_cast<uint64_t>(g_intervals.time_seconds)) return;
+    if (elapsed_s < static_cast<uint64_t>(g_intervals.time_interval)) return;
     snprintf(reason, sizeof(reason), "%llu sec since the last dump", static_cast<unsigned long long>(elapsed_s));
   } else {
     return;
@@ -213,7 +139,7 @@ void NewHook(const void* p, size_t size) {
   if (p == nullptr || tls_forking || !g_running.load(std::memory_order_acquire)) return;
   ErrnoSaver errno_saver;
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
+  const int depth = introspection::CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
   if (!g_table.RecordAlloc(p, size, pcs, depth) && !g_state.warned_out_of_memory) {
@@ -233,7 +159,7 @@ void DeleteHook(const void* p) {
 
 // HEAPPROFILESIGNAL's handler. It may interrupt any thread anywhere, this profiler's
 // locked code included: it never waits for the lock (see heap_profiler.h).
-void DumpOnSignal(int) {
+void DumpOnSignal(int, siginfo_t*, void*) {
   ErrnoSaver errno_saver;
   if (!g_running.load(std::memory_order_acquire)) return;
   if (!g_lock.TryLock()) {
@@ -248,7 +174,7 @@ void DumpOnSignal(int) {
 
 void RecordRegion(const void* start, size_t size) {
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);  // our frames left out
+  const int depth = introspection::CaptureUserStack(pcs, os::kMaxStackDepth);  // our frames left out
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
   if (!g_table.RecordAlloc(start, size, pcs, depth) && !g_state.warned_out_of_memory) {
@@ -354,8 +280,10 @@ void StopLocked() {
 // before (by the loader, libc and libstdc++ start-up) are not in the profile; their frees are
 // ignored.
 __attribute__((constructor)) void StartFromEnvironment() {
+  const Options& options = introspection::AllocatorOptions();
+  if (options.heap_profiler.prefix[0] == '\0') return;
   char prefix[kMaxPrefix];
-  if (!os::GetEnv("HEAPPROFILE", prefix, sizeof(prefix)) || prefix[0] == '\0') return;
+  snprintf(prefix, sizeof(prefix), "%s", options.heap_profiler.prefix);
   if (static_cast<unsigned char>(prefix[0]) & 0x80) {
     // Marked by the process that exec'd us (gperftools' convention, heap_profiler.h): our
     // files carry our pid, so they do not overwrite that process's.
@@ -392,16 +320,14 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
   if (prefix == nullptr || prefix[0] == '\0') return;
   // Our fork handlers must come after the allocator's (registered by its initialisation),
   // and pthread_atfork may malloc: the process's first malloc must not start inside it.
-  EnsureInitialized();
+  const Options& options = introspection::AllocatorOptions();
   pthread_once(&g_fork_once, RegisterForkHandlers);
   SpinLockHolder c(&g_control_lock);
   if (g_running.load(std::memory_order_relaxed)) return;
-  if (!g_intervals_loaded) {
-    LoadIntervals();
-    g_intervals_loaded = true;
-  }
   {
     SpinLockHolder h(&g_lock);
+    g_intervals = options.heap_profiler;
+    if (g_intervals.only_mmap) g_intervals.mmap = true;  // only mmap implies mmap
     g_table.Reset();
     g_state = ProfilerState{};
     size_t n = strlen(prefix);
@@ -412,7 +338,7 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
     g_state.running = true;
     g_running.store(true, std::memory_order_release);
   }
-  if (g_intervals.signal != 0 && !os::SetSignalHandler(static_cast<int>(g_intervals.signal), DumpOnSignal))
+  if (g_intervals.signal != 0 && !os::InstallSignalHandler(static_cast<int>(g_intervals.signal), DumpOnSignal))
     Log("heap profiler: cannot handle signal %lld (HEAPPROFILESIGNAL); no dump on signal",
         static_cast<long long>(g_intervals.signal));
   ProfileLog("Starting tracking the heap");

@@ -44,31 +44,4 @@
 #ifndef TCMALLOC_HEAP_PROFILER_H_INTERNAL_
 #define TCMALLOC_HEAP_PROFILER_H_INTERNAL_
 
-#include <cstdint>
-
-namespace tcm {
-
-// The dump triggers, read from the environment once (the first time the profiler starts);
-// a value that does not parse is reported once on stderr and replaced by its default.
-struct HeapProfilerIntervals {
-  int64_t allocation_bytes = int64_t{1} << 30;  // HEAP_PROFILE_ALLOCATION_INTERVAL, 0 = off
-  int64_t deallocation_bytes = 0;               // HEAP_PROFILE_DEALLOCATION_INTERVAL, 0 = off
-  int64_t inuse_bytes = int64_t{100} << 20;     // HEAP_PROFILE_INUSE_INTERVAL, 0 = off
-  int64_t time_seconds = 0;                     // HEAP_PROFILE_TIME_INTERVAL, 0 = off
-  bool mmap = false;       // HEAP_PROFILE_MMAP: mmap, mremap and sbrk regions are profiled too
-  bool only_mmap = false;  // HEAP_PROFILE_ONLY_MMAP: only they are (implies HEAP_PROFILE_MMAP)
-  bool mmap_log = false;   // HEAP_PROFILE_MMAP_LOG: each mmap/munmap/mremap/sbrk on stderr
-  int64_t signal = 0;      // HEAPPROFILESIGNAL: dump when this signal arrives, 0 = off
-};
-
-// Parses a boolean flag value: 1/0, true/false, yes/no, on/off (any case). Returns nullptr
-// and sets *out, or returns why the value was rejected.
-const char* ParseProfileBool(const char* value, bool* out);
-
-// Parses one interval value: a decimal integer >= 0 with an optional K, M or G suffix.
-// Returns nullptr and sets *out, or returns why the value was rejected.
-const char* ParseProfileInterval(const char* value, int64_t* out);
-
-}  // namespace tcm
-
 #endif  // TCMALLOC_HEAP_PROFILER_H_INTERNAL_
