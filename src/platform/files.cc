@@ -1,5 +1,6 @@
 // Raw file system calls (see files.h for why raw, and for each contract).
 #include "platform/files.h"
+#include "platform/os.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -72,7 +73,9 @@ const void* MapFileReadOnly(const char* path, size_t* size) {
   void* p = MAP_FAILED;
   if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     *size = static_cast<size_t>(st.st_size);
-    p = mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Straight to the kernel: in libtcmalloc `mmap` is the interposed one, whose hooks must
+    // not see our own mappings (os::Unmap, which undoes this one, is raw too).
+    p = RawMmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
   }
   syscall(SYS_close, fd);
   return p == MAP_FAILED ? nullptr : p;
