@@ -27,11 +27,17 @@ static void OnThreadExit(void* arg) {
   tls_exiting = true;
   tls_cache = &g_empty_cache;
   g_caches.Destroy(tc);
+  // A lot may just have become free: the page heap's surplus rule released the bulk while
+  // the cache's spans came back; this lets idle transfer caches and runs go too.
+  g_scavenger.Tick();
 }
 
 void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
+
+static void ArmCountdown(ThreadCache* tc, int64_t gap);
+static constexpr int64_t kNoSampleGap = -1;
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
@@ -44,7 +50,7 @@ static ThreadCache* GetOrCreateCache() {
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  tc->sample_left_ = period > 0 ? NextSampleGap(&tc->rng_, period) : kSamplingOffRecheck;
+  ArmCountdown(tc, period > 0 ? NextSampleGap(&tc->rng_, period) : kNoSampleGap);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -110,19 +116,53 @@ static void* AllocateFromCentral(size_t cl) {
 static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
 static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
 
-// Whether this allocation, which the fast path did not serve, is to be sampled. The fast
-// path charged the countdown only when it went negative there (and then left).
+// The countdown (ThreadCache::sample_left_, charged by malloc's fast path) runs to the
+// nearer of two events: the next sample, and the next housekeeping tick, which comes every
+// Scavenger::kHousekeepingBytes of allocation so that maintenance gets its turn even when a
+// program only ever hits its thread cache. tls_sample_rest is the part of the sampling gap
+// beyond the current countdown, or kNoSampleGap while sampling is off. The fast path costs
+// nothing more than the sampling countdown did: same subtraction, same branch.
+static __thread int64_t tls_sample_rest TCM_INITIAL_EXEC = kNoSampleGap;
+
+// Starts the countdown towards a sample `gap` bytes away (or none: kNoSampleGap).
+static void ArmCountdown(ThreadCache* tc, int64_t gap) {
+  constexpr int64_t kTick = Scavenger::kHousekeepingBytes;
+  if (gap == kNoSampleGap) {
+    tc->sample_left_ = kTick;
+    tls_sample_rest = kNoSampleGap;
+    return;
+  }
+  tc->sample_left_ = gap < kTick ? gap : kTick;
+  tls_sample_rest = gap - tc->sample_left_;
+}
+
+// Whether this allocation, which the fast path did not serve, is to be sampled; runs the
+// housekeeping tick when the countdown expires. The fast path charged the countdown only
+// when it went negative there (and then left). The one function the per-thread and the
+// per-CPU fast paths call when their countdown runs out.
 static bool SampleDue(ThreadCache* tc, size_t size) {
   if (tc->sample_left_ >= 0) {
     tc->sample_left_ -= static_cast<int64_t>(size);
     if (tc->sample_left_ >= 0) return false;
   }
+  g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   if (period <= 0) {
-    tc->sample_left_ = kSamplingOffRecheck;
+    ArmCountdown(tc, kNoSampleGap);
     return false;
   }
-  tc->sample_left_ = NextSampleGap(&tc->rng_, period);
+  if (tls_sample_rest == kNoSampleGap) {
+    // Sampling was just turned on: start with a gap like any other, not a sample.
+    ArmCountdown(tc, NextSampleGap(&tc->rng_, period));
+    return false;
+  }
+  // sample_left_ is negative: this allocation overshot the countdown by that much.
+  const int64_t left = tls_sample_rest + tc->sample_left_;
+  if (left >= 0) {
+    ArmCountdown(tc, left);
+    return false;
+  }
+  ArmCountdown(tc, NextSampleGap(&tc->rng_, period));
   return true;
 }
 

@@ -24,6 +24,13 @@ constinit ThreadCacheRegistry g_caches;
 constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
 
+// The scavenger's front-end neighbour, called once per maintenance pass (any thread, no
+// allocator lock held): give back what the front end holds idle and return the bytes.
+// Thread caches are owned by their threads and shrink themselves (their lists' low-water
+// marks at each collection, everything at thread exit), so there is nothing to do here yet;
+// per-CPU caches (issue 11) drain their idle CPUs from this function.
+static size_t ShrinkIdleFrontEnd(uint64_t /*now_ns*/) { return 0; }
+
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
@@ -87,7 +94,9 @@ void EnsureInitialized() {
   if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
   SpinLockHolder h(&g_init_lock);
   if (g_initialized.load(std::memory_order_relaxed)) return;
-  // Options first: batch sizes shape the central lists' transfer caches.
+  // The scavenger first, so the release rate set from the options reaches the page heap.
+  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd);
+  // Options next: batch sizes shape the central lists' transfer caches.
   LoadOptions(&g_options);
   ApplyOptions(g_options);
   for (size_t cl = 1; cl < kNumClasses; ++cl)

@@ -209,6 +209,7 @@ void PageHeap::ShrinkInPlace(Span* span, Length new_len) {
   RecordSpan(span);
   RecordSpan(tail);
   FreePiece(tail);
+  if (surplus_release_) MaybeReleaseSurplus();
 }
 
 void PageHeap::RegisterSizeClass(Span* span, uint8_t cl) {
@@ -258,6 +259,22 @@ void PageHeap::Delete(Span* span) {
   span->objects = nullptr;
   span->refcount = 0;
   FreePiece(span);
+  if (surplus_release_) MaybeReleaseSurplus();
+}
+
+size_t PageHeap::SurplusReserve() const {
+  const size_t used = stats_.system_bytes - stats_.free_bytes - stats_.unmapped_bytes;
+  return kSurplusReserve + used / 2;
+}
+
+void PageHeap::MaybeReleaseSurplus() {
+  // Two compares per free while the heap is balanced. Past twice the reserve, release down
+  // to the reserve: each release gives back at least kSurplusReserve bytes, so a long run
+  // of frees (a thread exiting, a container emptied) makes few, large madvise calls.
+  const size_t reserve = SurplusReserve();
+  if (stats_.free_bytes <= 2 * reserve) return;
+  ++stats_.surplus_releases;
+  ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve));
 }
 
 void PageHeap::FreePiece(Span* span) {
@@ -313,9 +330,7 @@ Length PageHeap::ReleaseAtLeastNPages(Length n) {
     return got.n != 0;
   };
   while (released < n && !large_normal_.empty()) {
-    Span* biggest = nullptr;
-    large_normal_.ForEach([&](Span* s) { biggest = s; });
-    if (!release(biggest)) return released;
+    if (!release(large_normal_.Largest())) return released;
   }
   for (size_t len = kMaxPages - 1; len >= 1 && released < n; --len) {
     while (released < n) {

@@ -35,6 +35,7 @@ struct PageHeapStats {
   size_t in_use_spans = 0;    // spans handed out (large objects and small-object spans)
   size_t released_bytes_total = 0;
   uint64_t release_calls = 0;
+  uint64_t surplus_releases = 0;  // times the surplus rule fired (set_surplus_release)
 };
 
 // One heap growth: how much the page heap asked the system for, and from where.
@@ -80,6 +81,19 @@ class PageHeap {
   // Growth beyond it first releases free runs, then fails.
   void set_limit(size_t bytes) { limit_ = bytes; }
   size_t limit() const { return limit_; }
+  // Release at the moment a lot becomes free: when a span returned by Delete() leaves more
+  // than twice SurplusReserve() in free backed runs (the program freed far more than it
+  // uses: a thread exited, a big container was emptied, a huge block was freed), the
+  // largest runs are released at once until SurplusReserve() is left. The reserve is
+  // kSurplusReserve plus half the bytes in use, so a program that frees and reallocates
+  // blocks below kSurplusReserve (large-block churn) keeps its backed pages. Idle runs
+  // below the trigger are the scavenger's business. Off by default (tests of exact
+  // accounting); the composition root turns it on unless releasing is disabled.
+  static constexpr size_t kSurplusReserve = size_t{16} << 20;
+  void set_surplus_release(bool on) { surplus_release_ = on; }
+  bool surplus_release() const { return surplus_release_; }
+  size_t SurplusReserve() const;
+
   // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
   void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
   bool aggressive_decommit() const { return aggressive_decommit_; }
@@ -133,6 +147,8 @@ class PageHeap {
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
+  // The surplus rule of set_surplus_release, after a Delete().
+  void MaybeReleaseSurplus();
   // Releases one free kNormal span to the OS; returns its length, 0 if the OS refused.
   Length ReleaseSpan(Span* s);
 
@@ -151,6 +167,7 @@ class PageHeap {
   size_t growth_count_ = 0;
   size_t limit_ = 0;
   bool aggressive_decommit_ = false;
+  bool surplus_release_ = false;
 };
 
 template <typename F>
