@@ -103,6 +103,7 @@ void EnsureInitialized() {
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
   InitThreadExitHook();
   g_pageheap.set_clock(Scavenger::NowNs());
+  g_pageheap.set_clock_source(&Scavenger::NowNs);
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
   // reverse order), so other libraries' prepare handlers may still allocate.
   pthread_atfork(LockAll, UnlockAll, ResetLocksInChild);

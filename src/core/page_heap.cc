@@ -165,7 +165,7 @@ bool PageHeap::GrowHeap(Length n) {
   }
   s->fresh = zeroed;
   s->location = Span::kNormal;
-  s->free_since = clock_;
+  s->free_since = Now();
   MergeIntoFreeList(s);
   return true;
 }
@@ -280,7 +280,7 @@ void PageHeap::MaybeReleaseSurplus() {
 void PageHeap::FreePiece(Span* span) {
   span->fresh = false;
   span->location = Span::kNormal;
-  span->free_since = clock_;
+  span->free_since = Now();
   MergeIntoFreeList(span);
   // Merging keeps `span` (it absorbs its neighbours), so it is the whole free run now.
   if (aggressive_decommit_) ReleaseSpan(span);

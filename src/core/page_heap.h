@@ -74,8 +74,12 @@ class PageHeap {
   // Releases kNormal free runs that have been free since before `idle_since` (a time on
   // the caller's clock, see set_clock). Returns the pages released.
   Length ReleaseIdle(uint64_t idle_since);
-  // The time stamped on spans as they become free (coarse, set by the maintenance tick).
+  // The time stamped on spans as they become free: the clock function's reading when one
+  // is set (the composition root sets the coarse monotonic clock, so a run freed after a
+  // long quiet spell is not mistaken for an idle one), else the last set_clock() value
+  // (unit tests drive time by hand).
   void set_clock(uint64_t now) { clock_ = now; }
+  void set_clock_source(uint64_t (*now)()) { clock_source_ = now; }
 
   // Limit on memory obtained from the system minus memory released back (0 = none).
   // Growth beyond it first releases free runs, then fails.
@@ -139,6 +143,7 @@ class PageHeap {
     pagemap_->Set(s->start, s);
     if (s->length.n > 1) pagemap_->Set(s->last(), s);
   }
+  uint64_t Now() const { return clock_source_ != nullptr ? clock_source_() : clock_; }
   void InsertFree(Span* s);
   void RemoveFree(Span* s);
   // Frees pages that belong to no counted in-use span: Delete()'s second half, also used
@@ -163,6 +168,7 @@ class PageHeap {
   SpanTree large_returned_;
   PageHeapStats stats_;
   uint64_t clock_ = 0;
+  uint64_t (*clock_source_)() = nullptr;
   GrowthRecord* growth_ = nullptr;
   size_t growth_count_ = 0;
   size_t limit_ = 0;

@@ -82,14 +82,24 @@ size_t Scavenger::Maintain(uint64_t now) {
 void* Scavenger::BackgroundLoop(void* arg) {
   auto* self = static_cast<Scavenger*>(arg);
   for (;;) {
-    os::SleepNs(kTickInterval);
-    self->Maintain(NowNs());
+    while (self->background_wanted_.load(std::memory_order_relaxed)) {
+      os::SleepNs(kTickInterval);
+      self->Maintain(NowNs());
+    }
+    self->background_running_.store(false, std::memory_order_seq_cst);
+    // Asked for again between our last look and the store above: whoever asked saw the
+    // thread still running and started none, so this one carries on.
+    bool expected = false;
+    if (!self->background_wanted_.load(std::memory_order_seq_cst) ||
+        !self->background_running_.compare_exchange_strong(expected, true))
+      return nullptr;
   }
-  return nullptr;
 }
 
+void Scavenger::StopBackgroundThread() { background_wanted_.store(false, std::memory_order_seq_cst); }
+
 void Scavenger::StartBackgroundThread() {
-  background_wanted_.store(true, std::memory_order_relaxed);
+  background_wanted_.store(true, std::memory_order_seq_cst);
   bool expected = false;
   if (!background_running_.compare_exchange_strong(expected, true)) return;
   pthread_attr_t attr;

@@ -82,6 +82,8 @@ class Scavenger {
 
   // Starts the opt-in background thread (idempotent; restarted lazily after fork).
   void StartBackgroundThread();
+  // The thread ends within kTickInterval (a later Start makes a new one).
+  void StopBackgroundThread();
   // Asks for the background thread; a later slow path starts it.
   void RequestBackgroundThread() { background_wanted_.store(true, std::memory_order_relaxed); }
   bool background_wanted() const { return background_wanted_.load(std::memory_order_relaxed); }

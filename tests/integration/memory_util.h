@@ -18,6 +18,18 @@ inline size_t ResidentBytes() {
   return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
+// High-water mark of the resident set (VmHWM), 0 if unreadable.
+inline size_t PeakResidentBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long kib = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr)
+    if (std::sscanf(line, "VmHWM: %lu kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<size_t>(kib) << 10;
+}
+
 inline long MinorFaults() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
