@@ -136,6 +136,19 @@ static void ArmCountdown(ThreadCache* tc, int64_t gap) {
   tls_sample_rest = gap - tc->sample_left_;
 }
 
+// The owner's side of "idle caches shrink": every kThreadCacheIdleNs the thread's own cache
+// gives back half of what it never needed since the previous collection (the design's L/2
+// low-water rule), so a thread that once cached megabytes and now does light work drains
+// them. Only the owner may touch its lists, hence here and not in the maintenance pass.
+static constexpr uint64_t kThreadCacheIdleNs = 1'000'000'000;
+static __thread uint64_t tls_cache_collected_ns TCM_INITIAL_EXEC = 0;
+
+static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
+  if (now - tls_cache_collected_ns < kThreadCacheIdleNs) return;
+  if (tls_cache_collected_ns != 0) tc->Scavenge();  // the first call only starts the clock
+  tls_cache_collected_ns = now;
+}
+
 // Whether this allocation, which the fast path did not serve, is to be sampled; runs the
 // housekeeping tick when the countdown expires. The fast path charged the countdown only
 // when it went negative there (and then left). The one function the per-thread and the
@@ -145,7 +158,8 @@ static bool SampleDue(ThreadCache* tc, size_t size) {
     tc->sample_left_ -= static_cast<int64_t>(size);
     if (tc->sample_left_ >= 0) return false;
   }
-  g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
+  // A clock read; a maintenance pass if the last one is old enough.
+  ShrinkIdleThreadCache(tc, g_scavenger.Tick());
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   if (period <= 0) {
     ArmCountdown(tc, kNoSampleGap);

@@ -39,13 +39,14 @@ uint64_t Scavenger::idle_time() const {
   return t < 1.0 ? 1 : static_cast<uint64_t>(t);
 }
 
-void Scavenger::MaybeMaintain() {
+uint64_t Scavenger::MaybeMaintain() {
   uint64_t now = NowNs();
-  if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return;
+  if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return now;
   Maintain(now);
   if (background_wanted_.load(std::memory_order_relaxed) &&
       !background_running_.load(std::memory_order_relaxed))
     StartBackgroundThread();
+  return now;
 }
 
 size_t Scavenger::RunNow() {

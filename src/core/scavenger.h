@@ -65,8 +65,9 @@ class Scavenger {
     if (TCM_UNLIKELY(n % kCallsPerClockRead == 0)) MaybeMaintain();
   }
   // The housekeeping tick: one clock read, a pass if the last one is kTickInterval old.
-  void Tick() { MaybeMaintain(); }
-  void MaybeMaintain();
+  // Returns the time read (the caller's own housekeeping can use it).
+  uint64_t Tick() { return MaybeMaintain(); }
+  uint64_t MaybeMaintain();
   // One maintenance pass at time `now` (ns, monotonic); returns bytes released to the OS,
   // 0 as well when another pass was running. Exposed for tests.
   size_t Maintain(uint64_t now);
