@@ -144,6 +144,37 @@ TEST(Stats, FitsAnyBufferAndHasEverySection) {
   free(g_sink);
 }
 
+// The per-class table says where the overhead is: objects in use of span capacity and the
+// fragmentation of one class, found by its row.
+TEST(Stats, ClassTableShowsObjectsInUseOfCapacityAndFragmentation) {
+  constexpr size_t kCount = 2000;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < kCount; ++i) blocks.push_back(malloc(1000));  // class 1024
+  for (size_t i = 0; i < kCount; i += 2) free(blocks[i]);
+  std::vector<char> buf(1 << 20);
+  Ext()->GetStats(buf.data(), static_cast<int>(buf.size()));
+  std::string s(buf.data());
+  EXPECT_NE(s.find("Maintenance: "), std::string::npos);
+  EXPECT_NE(s.find("\ntotal "), std::string::npos);
+  size_t cl = 0, size = 0, pages = 0, in_use = 0, capacity = 0;
+  double span_mib = 0, used_mib = 0, thread_mib = 0, xfer_mib = 0, central_mib = 0, tail_mib = 0, frag = -1;
+  bool found = false;
+  for (size_t at = s.find('\n'); at != std::string::npos && !found; at = s.find('\n', at + 1)) {
+    found = sscanf(s.c_str() + at + 1, "%zu %zu %zu %zu %zu %lf %lf %lf %lf %lf %lf %lf", &cl, &size, &pages, &in_use,
+                   &capacity, &span_mib, &used_mib, &thread_mib, &xfer_mib, &central_mib, &tail_mib, &frag) == 12 &&
+            size == 1024;
+  }
+  ASSERT_TRUE(found) << s;
+  EXPECT_GE(in_use, kCount / 2);
+  EXPECT_LE(in_use, kCount / 2 + 64) << "freed blocks counted as in use";
+  EXPECT_GE(capacity, kCount);
+  EXPECT_NEAR(used_mib, static_cast<double>(in_use) * 1024 / 1048576.0, 0.01);
+  EXPECT_NEAR(span_mib, used_mib + thread_mib + xfer_mib + central_mib + tail_mib, 0.05);
+  EXPECT_GT(frag, 0.0);
+  EXPECT_LT(frag, 100.0);
+  for (size_t i = 1; i < kCount; i += 2) free(blocks[i]);
+}
+
 TEST(Sizes, EstimatesOwnershipAndAllocatedSize) {
   EXPECT_EQ(Ext()->GetEstimatedAllocatedSize(100), 112u);
   void* p = malloc(100);
