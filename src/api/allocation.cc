@@ -16,6 +16,8 @@ namespace tcm {
 
 constinit ThreadCache g_empty_cache;
 __thread ThreadCache* tls_cache TCM_INITIAL_EXEC = &g_empty_cache;
+__thread int64_t tls_sample_left TCM_INITIAL_EXEC = 0;
+__thread uint64_t tls_sample_rng TCM_INITIAL_EXEC = 0;
 // Set once the thread-exit hook ran: later allocations of this thread bypass the cache
 // (a new cache would never be returned).
 static __thread bool tls_exiting TCM_INITIAL_EXEC = false;
@@ -36,7 +38,7 @@ void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
 
-static void ArmCountdown(ThreadCache* tc, int64_t gap);
+static void ArmCountdown(int64_t* left, int64_t gap);
 static constexpr int64_t kNoSampleGap = -1;
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
@@ -50,7 +52,7 @@ static ThreadCache* GetOrCreateCache() {
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  ArmCountdown(tc, period > 0 ? NextSampleGap(&tc->rng_, period) : kNoSampleGap);
+  ArmCountdown(&tc->sample_left_, period > 0 ? NextSampleGap(&tc->rng_, period) : kNoSampleGap);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -116,30 +118,32 @@ static void* AllocateFromCentral(size_t cl) {
 static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
 static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
 
-// The countdown (ThreadCache::sample_left_, charged by malloc's fast path) runs to the
-// nearer of two events: the next sample, and the next housekeeping tick, which comes every
-// Scavenger::kHousekeepingBytes of allocation so that maintenance gets its turn even when a
-// program only ever hits its thread cache. tls_sample_rest is the part of the sampling gap
-// beyond the current countdown, or kNoSampleGap while sampling is off. The fast path costs
-// nothing more than the sampling countdown did: same subtraction, same branch.
+// The countdown (ThreadCache::sample_left_ in per-thread mode, tls_sample_left in per-CPU
+// mode; both charged by malloc's fast path) runs to the nearer of two events: the next
+// sample, and the next housekeeping tick, which comes every Scavenger::kHousekeepingBytes
+// of allocation so that maintenance gets its turn even when a program only ever hits its
+// cache. tls_sample_rest is the part of the sampling gap beyond the current countdown, or
+// kNoSampleGap while sampling is off (a thread uses one mode only, so one is enough). The
+// fast path costs nothing more than the sampling countdown did: same subtraction, branch.
 static __thread int64_t tls_sample_rest TCM_INITIAL_EXEC = kNoSampleGap;
 
-// Starts the countdown towards a sample `gap` bytes away (or none: kNoSampleGap).
-static void ArmCountdown(ThreadCache* tc, int64_t gap) {
+// Starts the countdown *left towards a sample `gap` bytes away (or none: kNoSampleGap).
+static void ArmCountdown(int64_t* left, int64_t gap) {
   constexpr int64_t kTick = Scavenger::kHousekeepingBytes;
   if (gap == kNoSampleGap) {
-    tc->sample_left_ = kTick;
+    *left = kTick;
     tls_sample_rest = kNoSampleGap;
     return;
   }
-  tc->sample_left_ = gap < kTick ? gap : kTick;
-  tls_sample_rest = gap - tc->sample_left_;
+  *left = gap < kTick ? gap : kTick;
+  tls_sample_rest = gap - *left;
 }
 
-// The owner's side of "idle caches shrink": every kThreadCacheIdleNs the thread's own cache
-// gives back half of what it never needed since the previous collection (the design's L/2
-// low-water rule), so a thread that once cached megabytes and now does light work drains
-// them. Only the owner may touch its lists, hence here and not in the maintenance pass.
+// The owner's side of "idle caches shrink" in per-thread mode: every kThreadCacheIdleNs the
+// thread's own cache gives back half of what it never needed since the previous collection
+// (the design's L/2 low-water rule), so a thread that once cached megabytes and now does
+// light work drains them. Only the owner may touch its lists, hence here and not in the
+// maintenance pass (which drains idle CPUs' caches in per-CPU mode).
 static constexpr uint64_t kThreadCacheIdleNs = 1'000'000'000;
 static __thread uint64_t tls_cache_collected_ns TCM_INITIAL_EXEC = 0;
 
@@ -149,35 +153,57 @@ static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
   tls_cache_collected_ns = now;
 }
 
-// Whether this allocation, which the fast path did not serve, is to be sampled; runs the
-// housekeeping tick when the countdown expires. The fast path charged the countdown only
-// when it went negative there (and then left). The one function the per-thread and the
-// per-CPU fast paths call when their countdown runs out.
-static bool SampleDue(ThreadCache* tc, size_t size) {
-  if (tc->sample_left_ >= 0) {
-    tc->sample_left_ -= static_cast<int64_t>(size);
-    if (tc->sample_left_ >= 0) return false;
+// Whether this allocation, which the fast path did not serve, is to be sampled. The fast
+// path charged the countdown only when it went negative there (and then left). When the
+// countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
+// The one function both front ends' slow paths call for their countdown.
+static bool SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* ticked) {
+  *ticked = 0;
+  if (*left >= 0) {
+    *left -= static_cast<int64_t>(size);
+    if (*left >= 0) return false;
   }
-  // A clock read; a maintenance pass if the last one is old enough.
-  ShrinkIdleThreadCache(tc, g_scavenger.Tick());
+  *ticked = g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   if (period <= 0) {
-    ArmCountdown(tc, kNoSampleGap);
+    ArmCountdown(left, kNoSampleGap);
     return false;
   }
   if (tls_sample_rest == kNoSampleGap) {
     // Sampling was just turned on: start with a gap like any other, not a sample.
-    ArmCountdown(tc, NextSampleGap(&tc->rng_, period));
+    ArmCountdown(left, NextSampleGap(rng, period));
     return false;
   }
-  // sample_left_ is negative: this allocation overshot the countdown by that much.
-  const int64_t left = tls_sample_rest + tc->sample_left_;
-  if (left >= 0) {
-    ArmCountdown(tc, left);
+  // *left is negative: this allocation overshot the countdown by that much.
+  const int64_t rest = tls_sample_rest + *left;
+  if (rest >= 0) {
+    ArmCountdown(left, rest);
     return false;
   }
-  ArmCountdown(tc, NextSampleGap(&tc->rng_, period));
+  ArmCountdown(left, NextSampleGap(rng, period));
   return true;
+}
+
+static bool SampleDue(ThreadCache* tc, size_t size) {
+  uint64_t ticked;
+  const bool due = SampleDue(&tc->sample_left_, &tc->rng_, size, &ticked);
+  if (ticked != 0) ShrinkIdleThreadCache(tc, ticked);
+  return due;
+}
+
+// Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
+// yet), so a new thread's first allocation is not sampled by construction. Each expiry
+// also tells the CPU cache that this CPU is in use.
+static bool SampleDueTls(size_t size) {
+  if (TCM_UNLIKELY(tls_sample_rng == 0)) {
+    tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
+    const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+    ArmCountdown(&tls_sample_left, period > 0 ? NextSampleGap(&tls_sample_rng, period) : kNoSampleGap);
+  }
+  // Before the tick: the pass it may run must not take this CPU for idle.
+  if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
+  uint64_t ticked;
+  return SampleDue(&tls_sample_left, &tls_sample_rng, size, &ticked);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
@@ -227,11 +253,26 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   return span->start_ptr();
 }
 
+// Per-CPU mode's slow path of malloc: sampling, large objects, and the CPU cache's miss.
+static void* AllocateFromCpuCache(size_t size) {
+  if (TCM_UNLIKELY(SampleDueTls(size))) {
+    if (void* p = AllocateSampled(size)) return p;
+  }
+  if (size > kMaxSize) return AllocateLarge(size, 1);
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result = g_cpu_cache.Pop(cl);
+  if (result == nullptr) result = g_cpu_cache.AllocateMiss(cl);
+  if (result == nullptr) errno = ENOMEM;
+  return result;
+}
+
 static void* AllocateUnhooked(size_t size) {
   if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
     errno = ENOMEM;
     return nullptr;
   }
+  EnsureInitialized();
+  if (g_cpu_cache.active()) return AllocateFromCpuCache(size);
   ThreadCache* tc = GetOrCreateCache();
   if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
     if (void* p = AllocateSampled(size)) return p;
@@ -286,6 +327,15 @@ void DeallocateSlow(void* p) noexcept {
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
   if (cl == 0) return DeallocateLarge(p);
+  if (g_cpu_cache.active()) {
+    if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+    if constexpr (kDebugBuild) {
+      DebugCheckBlockStart(p, cl);
+      DebugPoison(p, SizeMap::ClassSize(cl));
+    }
+    if (!g_cpu_cache.Push(cl, p)) g_cpu_cache.DeallocateMiss(cl, p);
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
   if constexpr (kDebugBuild) {
@@ -299,6 +349,24 @@ void DeallocateSlow(void* p) noexcept {
     return;
   }
   tc->PushSlow(p, cl);
+}
+
+void DeallocatePerCpu(void* p) noexcept {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
+  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
+  if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
+  if constexpr (kDebugBuild) {
+    DebugCheckBlockStart(p, cl);
+    DebugPoison(p, SizeMap::ClassSize(cl));
+  }
+  if (TCM_UNLIKELY(!g_cpu_cache.Push(cl, p))) return DeallocatePerCpuMiss(p, cl);
+}
+
+void DeallocatePerCpuMiss(void* p, size_t cl) noexcept {
+  if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+  g_scavenger.OnSlowPath();
+  g_cpu_cache.DeallocateMiss(cl, p);
 }
 
 // ---- debug build checks ----
@@ -337,6 +405,12 @@ void VerifyHeap() {
       }
       TCM_CHECK(n == tc->lists_[cl].length);
     }
+  }
+  // Every object cached on a CPU is a block of its array's class (racy with other threads'
+  // pops and pushes, but any object that was ever in an array has that class).
+  for (int cpu = 0; cpu < g_cpu_cache.num_cpus(); ++cpu) {
+    for (size_t cl = 1; cl < kNumClasses && g_cpu_cache.CpuBytes(cpu) != 0; ++cl)
+      g_cpu_cache.ForEachObject(cpu, cl, [cl](void* o) { TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl); });
   }
   SpinLockHolder h(g_pageheap.lock());
   g_pageheap.Verify();
@@ -500,11 +574,12 @@ HeapTotals ComputeTotals() {
     t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
   }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
+  t.cpu_cache_bytes = g_cpu_cache.TotalBytes();
   t.thread_caches = g_caches.count();
   // Arena chunks, plus the class map's bytes that can be touched: one per managed page.
   t.metadata_bytes = g_arena.bytes_reserved() + t.system_bytes / kPageSize;
   size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
-                      t.transfer_cache_bytes + t.thread_cache_bytes;
+                      t.transfer_cache_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
   return t;
 }
@@ -517,11 +592,17 @@ size_t ReleaseToSystem(size_t bytes) {
 }
 
 size_t CallingThreadCacheSize() {
+  if (g_cpu_cache.active()) return 0;  // no thread owns a cache in per-CPU mode
   ThreadCache* tc = tls_cache;
   return tc == &g_empty_cache ? 0 : tc->size();
 }
 
 void ReleaseCallingThreadCache(bool destroy) {
+  // Per-CPU mode: a thread going idle likely leaves its CPU idle too.
+  if (g_cpu_cache.active()) {
+    g_cpu_cache.DrainCurrent();
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (tc == &g_empty_cache) return;
   if (!destroy) {
@@ -548,6 +629,7 @@ size_t OwnedSize(const void* p) {
 
 size_t ReleaseFreeMemory() {
   EnsureInitialized();
+  g_cpu_cache.DrainAll();
   // Chains parked in transfer caches may be all that keeps some spans alive.
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
   SpinLockHolder h(g_pageheap.lock());

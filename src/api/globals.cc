@@ -7,6 +7,7 @@
 #include "api/allocation.h"
 #include "base/log.h"
 #include "platform/os.h"
+#include "platform/rseq.h"
 
 #include <cstdlib>
 
@@ -21,24 +22,27 @@ constinit PageMap g_pagemap{&AllocPagemapNode};
 constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
 constinit CentralFreeList g_central[kNumClasses];
 constinit ThreadCacheRegistry g_caches;
+constinit CpuCache g_cpu_cache;
 constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
 
 // The scavenger's front-end neighbour, called once per maintenance pass (any thread, no
 // allocator lock held): give back what the front end holds idle and return the bytes.
-// Thread caches are owned by their threads and shrink themselves (their lists' low-water
-// marks at each collection, everything at thread exit), so there is nothing to do here yet;
-// per-CPU caches (issue 11) drain their idle CPUs from this function.
-static size_t ShrinkIdleFrontEnd(uint64_t /*now_ns*/) { return 0; }
+// Per-CPU mode: CPUs whose threads went quiet give their caches back, so what they held
+// can reach the spans (and the page heap) in the same pass. Thread caches are owned by
+// their threads and shrink on their own housekeeping tick (api/allocation.cc) and at exit.
+static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(now_ns); }
 
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, central lists by class, page heap, samples, arena.
+// Lock order (outermost first): registry, per-CPU caches by CPU, central lists by class,
+// page heap, samples, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
   g_caches.lock()->Lock();
+  g_cpu_cache.LockAll();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
@@ -52,6 +56,7 @@ void UnlockAll() {
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
+  g_cpu_cache.UnlockAll();
   g_caches.lock()->Unlock();
 }
 
@@ -65,6 +70,9 @@ void ResetLocksInChild() {
     g_central[cl].transfer_cache()->ResetLockAfterFork();
   }
   g_caches.ResetLockAfterFork();
+  g_cpu_cache.ResetLocksAfterFork();
+  // The child is a new process for membarrier: register it again for the drains' fences.
+  if (g_cpu_cache.active()) os::RegisterRseqFence();
   g_scavenger.AfterForkInChild();
 }
 
@@ -102,6 +110,11 @@ void EnsureInitialized() {
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
   InitThreadExitHook();
+  // Per-CPU caches where restartable sequences work (and unless TCMALLOC_PER_CPU_CACHES=0);
+  // otherwise the design document's per-thread caches.
+  if (g_options.per_cpu_caches && os::InitRseq(/*allow_own=*/true) != os::RseqSource::kNone &&
+      g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size)))
+    SetPerCpuMode(true);
   g_pageheap.set_clock(Scavenger::NowNs());
   g_pageheap.set_clock_source(&Scavenger::NowNs);
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in

@@ -6,6 +6,7 @@
 
 #include "core/arena.h"
 #include "core/central_freelist.h"
+#include "core/cpu_cache.h"
 #include "core/page_heap.h"
 #include "api/options.h"
 #include "core/pagemap.h"
@@ -24,6 +25,7 @@ extern constinit PageMap g_pagemap TCM_HIDDEN;
 extern constinit PageHeap g_pageheap;
 extern constinit CentralFreeList g_central[kNumClasses];
 extern constinit ThreadCacheRegistry g_caches;
+extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode
 extern constinit Scavenger g_scavenger;
 extern constinit SampleRegistry g_samples;
 

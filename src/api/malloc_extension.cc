@@ -337,6 +337,9 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.background_release")) return *value = g_scavenger.background_wanted(), true;
   if (is("tcmalloc.scavenger_passes")) return *value = g_scavenger.passes(), true;
   if (is("tcmalloc.scavenger_released_bytes")) return *value = g_scavenger.released_bytes(), true;
+  if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
+  if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
+  if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
   const HeapTotals t = ComputeTotals();
   if (is("generic.current_allocated_bytes")) return *value = t.in_use_bytes, true;
   if (is("generic.heap_size")) return *value = t.system_bytes, true;
@@ -348,7 +351,9 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.central_cache_free_bytes")) return *value = t.central_free_bytes, true;
   if (is("tcmalloc.transfer_cache_free_bytes")) return *value = t.transfer_cache_bytes, true;
   if (is("tcmalloc.thread_cache_free_bytes")) return *value = t.thread_cache_bytes, true;
-  if (is("tcmalloc.current_total_thread_cache_bytes")) return *value = t.thread_cache_bytes, true;
+  // The front end's bytes in either mode (per-CPU caches included), as the issue of
+  // bounded front-end memory is about both.
+  if (is("tcmalloc.current_total_thread_cache_bytes")) return *value = t.thread_cache_bytes + t.cpu_cache_bytes, true;
   if (is("tcmalloc.metadata_bytes")) return *value = t.metadata_bytes, true;
   return false;
 }
@@ -364,6 +369,11 @@ bool TCMallocImplementation::SetNumericProperty(const char* name, size_t value) 
   }
   if (is("tcmalloc.min_per_thread_cache_bytes")) {
     g_caches.set_min_per_thread(value);
+    return true;
+  }
+  if (is("tcmalloc.max_per_cpu_cache_size")) {
+    // Takes effect as capacities grow and as maintenance shrinks them.
+    g_cpu_cache.set_max_bytes_per_cpu(value > (size_t{1} << 30) ? size_t{1} << 30 : value);
     return true;
   }
   if (is("tcmalloc.sample_parameter")) {

@@ -51,6 +51,10 @@ static const OptionSpec kTable[] = {
     TCM_OPT("MALLOCSTATS", kInt, mallocstats, 0, 3, "print statistics at exit (1 = summary, 2 = tables)"),
     TCM_OPT("TCMALLOC_BACKGROUND_RELEASE", kBool, background_release, 0, 1,
             "return idle memory from a background thread too"),
+    TCM_OPT("TCMALLOC_PER_CPU_CACHES", kBool, per_cpu_caches, 0, 1,
+            "cache per CPU (rseq) instead of per thread where the kernel supports it"),
+    TCM_OPT("TCMALLOC_MAX_PER_CPU_CACHE_SIZE", kInt, max_per_cpu_cache_size, 0, 1 << 30,
+            "bound on the bytes each CPU's cache holds"),
 };
 
 const OptionSpec* OptionTable(size_t* count) {

@@ -38,6 +38,8 @@ struct Options {
   int64_t mallocstats = 0;
   // Ours.
   bool background_release = false;
+  bool per_cpu_caches = true;
+  int64_t max_per_cpu_cache_size = 1536 * 1024;
 };
 
 // One row of the table: name, kind, where it lands, its range.

@@ -228,21 +228,32 @@ Span* PageHeap::FreeNeighbor(PageId p, Span::Location kind) {
   return n;
 }
 
+// The idle stamp of two merged runs: their stamps averaged by length. Taking the newer one
+// would let a page freed next to a long-idle run of thousands restart the whole run's idle
+// clock (a stream of small frees could then keep it from ever being released); taking the
+// older one would release big fresh runs that merely touch an old page. Averaged, a run
+// counts as idle once most of its pages are.
+uint64_t PageHeap::MergedFreeSince(const Span* a, const Span* b) {
+  const unsigned __int128 sum = static_cast<unsigned __int128>(a->free_since) * a->length.n +
+                                static_cast<unsigned __int128>(b->free_since) * b->length.n;
+  return static_cast<uint64_t>(sum / (a->length.n + b->length.n));
+}
+
 void PageHeap::MergeIntoFreeList(Span* s) {
   const Span::Location kind = s->location;
   if (Span* prev = FreeNeighbor(s->start - Length{1}, kind); prev != nullptr && prev->end() == s->start) {
     RemoveFree(prev);
+    s->free_since = MergedFreeSince(s, prev);
     s->start = prev->start;
     s->length = s->length + prev->length;
     s->fresh = s->fresh && prev->fresh;
-    if (prev->free_since > s->free_since) s->free_since = prev->free_since;
     DeleteSpan(prev);
   }
   if (Span* next = FreeNeighbor(s->end(), kind); next != nullptr && next->start == s->end()) {
     RemoveFree(next);
+    s->free_since = MergedFreeSince(s, next);
     s->length = s->length + next->length;
     s->fresh = s->fresh && next->fresh;
-    if (next->free_since > s->free_since) s->free_since = next->free_since;
     DeleteSpan(next);
   }
   RecordSpan(s);

@@ -152,6 +152,7 @@ class PageHeap {
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
+  static uint64_t MergedFreeSince(const Span* a, const Span* b);
   // The surplus rule of set_surplus_release, after a Delete().
   void MaybeReleaseSurplus();
   // Releases one free kNormal span to the OS; returns its length, 0 if the OS refused.

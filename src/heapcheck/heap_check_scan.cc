@@ -333,6 +333,11 @@ void LivenessScan::ComputeRoots(const ScanConfig& config, const ModuleInfo* modu
   AddObjectRange(&never, &g_samples);
   AddObjectRange(&never, &g_arena);
   AddObjectRange(&never, &g_empty_cache);
+  AddObjectRange(&never, &g_cpu_cache);
+  // The per-CPU slabs hold pointers to free objects only.
+  if (g_cpu_cache.active())
+    AddRevealed(&never, reinterpret_cast<uintptr_t>(g_cpu_cache.slabs_),
+                reinterpret_cast<uintptr_t>(g_cpu_cache.slabs_) + g_cpu_cache.slab_region_bytes());
   threads.AddOwnMemory(&never);
   Append(&never, own_);
   never.Push(objects_.Extent());

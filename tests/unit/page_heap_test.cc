@@ -544,6 +544,34 @@ TEST_F(PageHeapTest, AggressiveDecommitReleasesEveryFreedRun) {
   EXPECT_EQ(Stats().unmapped_bytes, Stats().system_bytes);
 }
 
+TEST_F(PageHeapTest, MergedRunsAverageTheirIdleStamps) {
+  const uintptr_t chunk_pages = kMinSystemAlloc / kPageSize;
+  Span* whole = New(chunk_pages);
+  ASSERT_NE(whole, nullptr);
+  Delete(whole);
+  Span* big = New(99);
+  Span* small = New(1);
+  Span* rest = New(chunk_pages - 100);
+  ASSERT_TRUE(big && small && rest);
+  auto set_clock = [&](uint64_t t) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(t);
+  };
+  auto release_idle = [&](uint64_t since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(since).n;
+  };
+  set_clock(1000);
+  Delete(big);  // 99 pages free since 1000
+  set_clock(2000);
+  Delete(small);  // one page at 2000 merges into them: stamp (99 * 1000 + 2000) / 100 = 1010
+  EXPECT_EQ(release_idle(1010), 0u);
+  EXPECT_EQ(release_idle(1011), 100u) << "one fresh page restarted a long-idle run's clock";
+  CheckHeap();
+  Delete(rest);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
   constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
   constexpr size_t kReserve = PageHeap::kSurplusReserve;
