@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "core/block_lookup.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -113,10 +114,14 @@ static void* AllocateFromCentral(size_t cl) {
 
 // ---- sampling ----
 
-// What memalign & co. asked for, while they allocate through a rounded class size: the
-// sample record and the hooks report the request, not the rounding (0 = not aligned).
-static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
-static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
+// What the caller asked for. memalign & co. allocate a rounded class size (or page run);
+// the sample record and the hooks report the request, not the rounding. It travels down as
+// an argument: a thread-local would still be set while the hooks run, and a malloc made by
+// a hook would then be taken for the aligned request (issue 16, defect 1).
+struct Request {
+  size_t size;
+  size_t align;  // 0 = malloc's alignment
+};
 
 // The countdown (ThreadCache::sample_left_ in per-thread mode, tls_sample_left in per-CPU
 // mode; both charged by malloc's fast path) runs to the nearer of two events: the next
@@ -240,11 +245,11 @@ int CaptureUserStack(void** pcs, int max_depth) {
 }
 
 // A sampled allocation: its own page run, carrying the sample's record.
-TCM_NOINLINE static void* AllocateSampled(size_t size) {
+TCM_NOINLINE static void* AllocateSampled(Request request) {
   void* pcs[os::kMaxStackDepth];
   const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);
-  const size_t align = tls_requested_align;
-  if (align != 0) size = tls_requested_size;
+  const size_t size = request.size;
+  const size_t align = request.align;
   Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
   if (span == nullptr) return nullptr;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
@@ -254,9 +259,9 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
 }
 
 // Per-CPU mode's slow path of malloc: sampling, large objects, and the CPU cache's miss.
-static void* AllocateFromCpuCache(size_t size) {
+static void* AllocateFromCpuCache(size_t size, Request request) {
   if (TCM_UNLIKELY(SampleDueTls(size))) {
-    if (void* p = AllocateSampled(size)) return p;
+    if (void* p = AllocateSampled(request)) return p;
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
@@ -266,16 +271,17 @@ static void* AllocateFromCpuCache(size_t size) {
   return result;
 }
 
-static void* AllocateUnhooked(size_t size) {
+// size: what to allocate (a class size for an aligned request); request: what was asked.
+static void* AllocateUnhooked(size_t size, Request request) {
   if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
     errno = ENOMEM;
     return nullptr;
   }
   EnsureInitialized();
-  if (g_cpu_cache.active()) return AllocateFromCpuCache(size);
+  if (g_cpu_cache.active()) return AllocateFromCpuCache(size, request);
   ThreadCache* tc = GetOrCreateCache();
   if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
-    if (void* p = AllocateSampled(size)) return p;
+    if (void* p = AllocateSampled(request)) return p;
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
@@ -289,12 +295,14 @@ static void* AllocateUnhooked(size_t size) {
   return result;
 }
 
-void* AllocateSlow(size_t size) noexcept {
+static void* AllocateSlowFor(size_t size, Request request) {
   g_scavenger.OnSlowPath();
-  void* result = AllocateUnhooked(size);
-  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, tls_requested_align != 0 ? tls_requested_size : size);
+  void* result = AllocateUnhooked(size, request);
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, request.size);
   return result;
 }
+
+void* AllocateSlow(size_t size) noexcept { return AllocateSlowFor(size, Request{size, 0}); }
 
 // Frees a page-run object. Validates p against its span under the page heap lock.
 static void DeallocateLarge(void* p) {
@@ -385,10 +393,9 @@ void DebugCheckPoison(void* p, size_t size) {
 }
 
 void DebugCheckBlockStart(void* p, size_t cl) {
-  Span* span = g_pagemap.GetSpan(PageId::FromPtr(p));
-  if (span == nullptr || span->sizeclass != cl) InvalidPointer("free()", p);
-  size_t offset = static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(span->start_ptr()));
-  if (offset % SizeMap::ClassSize(cl) != 0) Crash("free(): invalid pointer %p (not the start of a block)", p);
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  if (!b.found() || b.cl != cl) InvalidPointer("free()", p);
+  if (b.start != reinterpret_cast<uintptr_t>(p)) Crash("free(): invalid pointer %p (not the start of a block)", p);
 }
 
 void VerifyHeap() {
@@ -450,11 +457,14 @@ void* AllocateAligned(size_t align, size_t size) {
   }
   if (size <= kMaxSize && align < kPageSize) {
     if (const size_t cl = AlignedClass(size, align)) {
-      tls_requested_align = align;  // only read on slow paths (sampling, hooks)
-      tls_requested_size = size;
-      void* p = Allocate(SizeMap::ClassSize(cl));
-      tls_requested_align = 0;
-      return p;
+      // Allocate()'s fast path for class cl; its miss carries the request to the slow path.
+      const size_t class_size = SizeMap::ClassSize(cl);
+      ThreadCache* tc = tls_cache;
+      // The empty cache's lists are empty, so its countdown is never written.
+      if (TCM_LIKELY(class_size < g_alloc_limit) && tc->lists_[cl].head != nullptr &&
+          (tc->sample_left_ -= static_cast<int64_t>(class_size)) >= 0)
+        return PopFromCache(tc, cl);
+      return AllocateSlowFor(class_size, Request{size, align});
     }
   }
   if (size > kMaxAllocation || align > kMaxAllocation) {
@@ -615,16 +625,11 @@ void ReleaseCallingThreadCache(bool destroy) {
 }
 
 size_t OwnedSize(const void* p) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (p == nullptr || (addr >> kAddressBits) != 0) return 0;
-  const size_t cl = g_pagemap.ClassOf(addr);
-  if (cl != 0) return SizeMap::ClassSize(cl);
-  const PageId page = PageId::FromAddr(addr);
-  Span* span = g_pagemap.GetSpan(page);
-  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
-      span->location != Span::kInUse || span->sizeclass != 0)
-    return 0;
-  return span->length.bytes();
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  // A page run only by its start (what free() accepts); a small object by any of its bytes,
+  // as before (the class map is what free() consults for those).
+  if (!b.found() || (b.cl == 0 && b.start != reinterpret_cast<uintptr_t>(p))) return 0;
+  return b.size;
 }
 
 size_t ReleaseFreeMemory() {

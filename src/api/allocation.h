@@ -180,7 +180,8 @@ void ReleaseCallingThreadCache(bool destroy);
 // The calling thread's stack without the allocator's own frames (for samples, the heap
 // profiler and the heap checker). Never allocates. Returns the depth (<= max_depth).
 int CaptureUserStack(void** pcs, int max_depth);
-// What the allocator knows about p: 0 = not ours, else its usable size.
+// What the allocator knows about p: 0 = not ours, else its usable size (FindBlock's answer:
+// a page run by its start, a small object by any of its bytes).
 size_t OwnedSize(const void* p);
 
 }  // namespace tcm

@@ -12,6 +12,7 @@
 
 #include "api/allocation.h"
 #include "base/spinlock.h"
+#include "core/block_lookup.h"
 #include "gperftools/malloc_extension_c.h"
 #include "api/malloc_stats_text.h"
 #include "platform/os.h"
@@ -281,16 +282,9 @@ class TCMallocImplementation final : public MallocExtension {
     return p == nullptr ? 0 : UsableSize(p, "MallocExtension::GetAllocatedSize()");
   }
   Ownership GetOwnership(const void* p) override {
-    if (p == nullptr) return kNotOwned;
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-    if (addr >> kAddressBits) return kNotOwned;
-    if (g_pagemap.ClassOf(addr) != 0) return kOwned;
-    // Anywhere inside a large in-use block counts too.
+    // Any byte of a block counts. The lock: p need not be a live block of the caller's.
     SpinLockHolder h(g_pageheap.lock());
-    Span* s = g_pagemap.GetSpan(PageId::FromAddr(addr));
-    if (s == nullptr || s->location != Span::kInUse) return kNotOwned;
-    PageId page = PageId::FromAddr(addr);
-    return (s->start <= page && page < s->end()) ? kOwned : kNotOwned;
+    return FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p)).found() ? kOwned : kNotOwned;
   }
 
   void GetFreeListSizes(std::vector<FreeListInfo>* v) override;
