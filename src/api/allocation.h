@@ -47,9 +47,6 @@ extern __thread uint64_t tls_sample_rng TCM_INITIAL_EXEC TCM_HIDDEN;
 TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
 TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
-void InitThreadExitHook();
-// Allocations of at least this many bytes are reported on stderr (0 = never).
-void SetLargeAllocReportThreshold(size_t bytes);
 
 // Debug build only: freed small objects are filled with a pattern that is checked when
 // they are handed out again, which catches writes after free; and free() checks that a

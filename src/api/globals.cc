@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "api/allocation.h"
+#include "api/malloc_hook.h"
 #include "base/log.h"
 #include "platform/os.h"
 #include "platform/rseq.h"

@@ -29,6 +29,12 @@ extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU m
 extern constinit Scavenger g_scavenger;
 extern constinit SampleRegistry g_samples;
 
+// Set-up the front end (allocation.cc) provides and EnsureInitialized calls, declared here
+// so the composition root does not include the layer above it.
+void InitThreadExitHook();
+// Allocations of at least this many bytes are reported on stderr (0 = never).
+void SetLargeAllocReportThreshold(size_t bytes);
+
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.
 void EnsureInitialized();
