@@ -30,11 +30,17 @@ static void OnThreadExit(void* arg) {
   tls_exiting = true;
   tls_cache = &g_empty_cache;
   g_caches.Destroy(tc);
+  // A lot may just have become free: the page heap's surplus rule released the bulk while
+  // the cache's spans came back; this lets idle transfer caches and runs go too.
+  g_scavenger.Tick();
 }
 
 void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
+
+static void ArmCountdown(int64_t* left, int64_t gap);
+static constexpr int64_t kNoSampleGap = -1;
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
@@ -47,7 +53,7 @@ static ThreadCache* GetOrCreateCache() {
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  tc->sample_left_ = period > 0 ? NextSampleGap(&tc->rng_, period) : kSamplingOffRecheck;
+  ArmCountdown(&tc->sample_left_, period > 0 ? NextSampleGap(&tc->rng_, period) : kNoSampleGap);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -117,23 +123,78 @@ struct Request {
   size_t align;  // 0 = malloc's alignment
 };
 
+// The countdown (ThreadCache::sample_left_ in per-thread mode, tls_sample_left in per-CPU
+// mode; both charged by malloc's fast path) runs to the nearer of two events: the next
+// sample, and the next housekeeping tick, which comes every Scavenger::kHousekeepingBytes
+// of allocation so that maintenance gets its turn even when a program only ever hits its
+// cache. tls_sample_rest is the part of the sampling gap beyond the current countdown, or
+// kNoSampleGap while sampling is off (a thread uses one mode only, so one is enough). The
+// fast path costs nothing more than the sampling countdown did: same subtraction, branch.
+static __thread int64_t tls_sample_rest TCM_INITIAL_EXEC = kNoSampleGap;
+
+// Starts the countdown *left towards a sample `gap` bytes away (or none: kNoSampleGap).
+static void ArmCountdown(int64_t* left, int64_t gap) {
+  constexpr int64_t kTick = Scavenger::kHousekeepingBytes;
+  if (gap == kNoSampleGap) {
+    *left = kTick;
+    tls_sample_rest = kNoSampleGap;
+    return;
+  }
+  *left = gap < kTick ? gap : kTick;
+  tls_sample_rest = gap - *left;
+}
+
+// The owner's side of "idle caches shrink" in per-thread mode: every kThreadCacheIdleNs the
+// thread's own cache gives back half of what it never needed since the previous collection
+// (the design's L/2 low-water rule), so a thread that once cached megabytes and now does
+// light work drains them. Only the owner may touch its lists, hence here and not in the
+// maintenance pass (which drains idle CPUs' caches in per-CPU mode).
+static constexpr uint64_t kThreadCacheIdleNs = 1'000'000'000;
+static __thread uint64_t tls_cache_collected_ns TCM_INITIAL_EXEC = 0;
+
+static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
+  if (now - tls_cache_collected_ns < kThreadCacheIdleNs) return;
+  if (tls_cache_collected_ns != 0) tc->Scavenge();  // the first call only starts the clock
+  tls_cache_collected_ns = now;
+}
+
 // Whether this allocation, which the fast path did not serve, is to be sampled. The fast
-// path charged the countdown only when it went negative there (and then left).
-static bool SampleDue(int64_t* left, uint64_t* rng, size_t size) {
+// path charged the countdown only when it went negative there (and then left). When the
+// countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
+// The one function both front ends' slow paths call for their countdown.
+static bool SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* ticked) {
+  *ticked = 0;
   if (*left >= 0) {
     *left -= static_cast<int64_t>(size);
     if (*left >= 0) return false;
   }
+  *ticked = g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   if (period <= 0) {
-    *left = kSamplingOffRecheck;
+    ArmCountdown(left, kNoSampleGap);
     return false;
   }
-  *left = NextSampleGap(rng, period);
+  if (tls_sample_rest == kNoSampleGap) {
+    // Sampling was just turned on: start with a gap like any other, not a sample.
+    ArmCountdown(left, NextSampleGap(rng, period));
+    return false;
+  }
+  // *left is negative: this allocation overshot the countdown by that much.
+  const int64_t rest = tls_sample_rest + *left;
+  if (rest >= 0) {
+    ArmCountdown(left, rest);
+    return false;
+  }
+  ArmCountdown(left, NextSampleGap(rng, period));
   return true;
 }
 
-static bool SampleDue(ThreadCache* tc, size_t size) { return SampleDue(&tc->sample_left_, &tc->rng_, size); }
+static bool SampleDue(ThreadCache* tc, size_t size) {
+  uint64_t ticked;
+  const bool due = SampleDue(&tc->sample_left_, &tc->rng_, size, &ticked);
+  if (ticked != 0) ShrinkIdleThreadCache(tc, ticked);
+  return due;
+}
 
 // Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
 // yet), so a new thread's first allocation is not sampled by construction. Each expiry
@@ -142,10 +203,12 @@ static bool SampleDueTls(size_t size) {
   if (TCM_UNLIKELY(tls_sample_rng == 0)) {
     tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
     const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-    tls_sample_left = period > 0 ? NextSampleGap(&tls_sample_rng, period) : kSamplingOffRecheck;
+    ArmCountdown(&tls_sample_left, period > 0 ? NextSampleGap(&tls_sample_rng, period) : kNoSampleGap);
   }
+  // Before the tick: the pass it may run must not take this CPU for idle.
   if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
-  return SampleDue(&tls_sample_left, &tls_sample_rng, size);
+  uint64_t ticked;
+  return SampleDue(&tls_sample_left, &tls_sample_rng, size, &ticked);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
