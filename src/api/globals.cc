@@ -6,6 +6,7 @@
 
 #include "api/allocation.h"
 #include "base/log.h"
+#include "core/freelist_link.h"
 #include "platform/os.h"
 
 #include <cstdlib>
@@ -90,6 +91,8 @@ void EnsureInitialized() {
   // Options first: batch sizes shape the central lists' transfer caches.
   LoadOptions(&g_options);
   ApplyOptions(g_options);
+  // The free-list secret before the first object is linked (freelist_link.h).
+  InitLinkSecret(os::Random64());
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
   InitThreadExitHook();

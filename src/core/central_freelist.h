@@ -4,6 +4,15 @@
 // Thread caches move objects in and out in batches (chains linked through each object's
 // first word). A span whose objects are all free again goes back to the page heap.
 //
+// Hardening (checks_, on unless TCMALLOC_HARDENED=0): every batch a front end hands in is
+// checked object by object where it arrives (both InsertRange entry points), off the
+// malloc/free fast paths: each pointer must be the start of a block of this class (span
+// offset a multiple of the class size, by reciprocal multiplication), a batch must not name
+// one object twice, and an object entering its span must not already be free there (the
+// span's free_bits). Span free lists are linked through freelist_link.h's encoded words and
+// every decoded link is checked against the span when objects leave it. A failure aborts
+// with the pointer, the class and the operation.
+//
 // Locking: lock_ guards everything here. It is never held while taking the page heap lock
 // (that order would serialise all classes behind one lock): Populate and span release drop
 // lock_ first. Lock order when both are needed: central lock, then page heap lock, never
@@ -26,7 +35,8 @@ class CentralFreeList {
  public:
   constexpr CentralFreeList() = default;
 
-  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap);
+  // checked = the hardening checks described above (TCMALLOC_HARDENED).
+  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked = true);
 
   // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
   // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
@@ -38,8 +48,14 @@ class CentralFreeList {
   void InsertRange(void* start, void* end, int n);
 
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
-  // Crashes on a double free it can see (an object whose span has no objects out).
+  // Crashes on a double free it can see (an object whose span has no objects out, or, when
+  // checked, one already free in its span) and on pointers that are not blocks of this class.
   void InsertRange(void* start, int n);
+
+  // Crashes unless obj is the start of a block of this class ("call" names the operation in
+  // the message). Returns obj's span and stores obj's index in it in *index.
+  Span* CheckObject(void* obj, size_t* index, const char* call) const;
+  bool checked() const { return checks_; }
 
   // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
@@ -61,6 +77,13 @@ class CentralFreeList {
  private:
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
+  // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
+  void CheckBatch(void* start, void* end, int n) const;
+  // Crashes if next, a link decoded from a free object of span, is neither nullptr nor a
+  // free block of span. REQUIRES lock_ held.
+  void CheckDecodedLink(const Span* span, const void* obj, const void* next) const;
+  uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
+  void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
   SpinLock lock_;
@@ -73,6 +96,9 @@ class CentralFreeList {
   SpanList empty_;     // spans with every object handed out
   size_t free_objects_ = 0;
   size_t num_spans_ = 0;
+  bool checks_ = true;
+  uint32_t bitmap_words_ = 0;
+  uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
 };
 
 }  // namespace tcm

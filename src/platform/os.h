@@ -46,6 +46,10 @@ bool ForEachEnv(void (*fn)(const char* record, void* ctx), void* ctx);
 
 int GetPid();
 
+// 64 unpredictable bits from the kernel (getrandom, without blocking); if that fails, the
+// loader's AT_RANDOM bytes mixed with the clock. Never fails, never allocates.
+uint64_t Random64();
+
 // Files for the memfs and device memory sources. Each returns -1/nullptr/false on failure.
 int CreateUnlinkedFile(const char* dir);  // a new file in dir, already unlinked
 int OpenReadWrite(const char* path);
