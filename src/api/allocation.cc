@@ -33,6 +33,8 @@ void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
 
+static void ArmSampling(ThreadCache* tc);
+
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
 static ThreadCache* GetOrCreateCache() {
@@ -43,8 +45,7 @@ static ThreadCache* GetOrCreateCache() {
   tc = g_caches.Create(&g_arena, g_central);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
-  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  tc->sample_left_ = period > 0 ? NextSampleGap(&tc->rng_, period) : kSamplingOffRecheck;
+  ArmSampling(tc);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -110,20 +111,54 @@ static void* AllocateFromCentral(size_t cl) {
 static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
 static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
 
-// Whether this allocation, which the fast path did not serve, is to be sampled. The fast
-// path charged the countdown only when it went negative there (and then left).
-static bool SampleDue(ThreadCache* tc, size_t size) {
+// Two samplers share the fast path's one countdown (tc->sample_left_): heap sampling
+// (TCMALLOC_SAMPLE_PARAMETER) and guarded sampling (TCMALLOC_GUARDED_SAMPLE_RATE). Each
+// keeps its own bytes-to-go here; the countdown is armed with the nearer of the two, and
+// when it runs out both are charged with what was allocated since it was armed.
+static __thread int64_t tls_heap_left TCM_INITIAL_EXEC = 0;
+static __thread int64_t tls_guard_left TCM_INITIAL_EXEC = 0;
+static __thread int64_t tls_armed TCM_INITIAL_EXEC = 0;
+
+enum : unsigned { kHeapSampleDue = 1, kGuardedDue = 2 };
+
+// Next gap for a sampler with mean `mean` (<= 0: off, look at the setting again later).
+static int64_t NextGap(ThreadCache* tc, const int64_t* mean_setting) {
+  const int64_t mean = __atomic_load_n(mean_setting, __ATOMIC_RELAXED);
+  return mean > 0 ? NextSampleGap(&tc->rng_, mean) : kSamplingOffRecheck;
+}
+
+static void Rearm(ThreadCache* tc) {
+  tls_armed = tls_heap_left < tls_guard_left ? tls_heap_left : tls_guard_left;
+  tc->sample_left_ = tls_armed;
+}
+
+static void ArmSampling(ThreadCache* tc) {
+  tls_heap_left = NextGap(tc, &g_options.sample_parameter);
+  tls_guard_left = NextGap(tc, &g_options.guarded_sample_rate);
+  Rearm(tc);
+}
+
+// Which samplers want this allocation, which the fast path did not serve (0 = none). The
+// fast path charged the countdown only when it went negative there (and then left).
+static unsigned SampleDue(ThreadCache* tc, size_t size) {
   if (tc->sample_left_ >= 0) {
     tc->sample_left_ -= static_cast<int64_t>(size);
-    if (tc->sample_left_ >= 0) return false;
+    if (tc->sample_left_ >= 0) return 0;
   }
-  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  if (period <= 0) {
-    tc->sample_left_ = kSamplingOffRecheck;
-    return false;
+  const int64_t consumed = tls_armed - tc->sample_left_;
+  tls_heap_left -= consumed;
+  tls_guard_left -= consumed;
+  unsigned due = 0;
+  if (tls_heap_left < 0) {
+    if (__atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED) > 0) due |= kHeapSampleDue;
+    tls_heap_left = NextGap(tc, &g_options.sample_parameter);
   }
-  tc->sample_left_ = NextSampleGap(&tc->rng_, period);
-  return true;
+  if (tls_guard_left < 0) {
+    if (__atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED) > 0) due |= kGuardedDue;
+    tls_guard_left = NextGap(tc, &g_options.guarded_sample_rate);
+  }
+  Rearm(tc);
+  return due;
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
@@ -173,14 +208,36 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   return span->start_ptr();
 }
 
+// A block on a guarded page (core/guarded_alloc.h), or nullptr if this one cannot be
+// (too big, an aligned request, every slot taken): it is then allocated normally.
+TCM_NOINLINE static void* AllocateGuarded(size_t size) {
+  if (size > GuardedPool::kSlotBytes || tls_requested_align != 0) return nullptr;
+  void* pcs[GuardedPool::kStackDepth];
+  const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
+  return g_guarded.Allocate(size, SizeMap::ClassSize(SizeMap::ClassIndex(size)), &g_arena, pcs, depth);
+}
+
+TCM_NOINLINE static void DeallocateGuarded(void* p) {
+  void* pcs[GuardedPool::kStackDepth];
+  const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
+  g_guarded.Deallocate(p, pcs, depth);
+}
+
 static void* AllocateUnhooked(size_t size) {
   if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
     errno = ENOMEM;
     return nullptr;
   }
   ThreadCache* tc = GetOrCreateCache();
-  if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
-    if (void* p = AllocateSampled(size)) return p;
+  if (tc != nullptr) {
+    if (const unsigned due = SampleDue(tc, size); TCM_UNLIKELY(due != 0)) {
+      // A heap sample wins: the profile must stay unbiased; the guarded one comes next time.
+      if ((due & kHeapSampleDue) != 0) {
+        if (void* p = AllocateSampled(size)) return p;
+      } else if (void* p = AllocateGuarded(size)) {
+        return p;
+      }
+    }
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
@@ -228,6 +285,8 @@ void DeallocateSlow(void* p) noexcept {
   if (TCM_UNLIKELY(HooksActive())) InvokeDeleteHooks(p);
   if (p == nullptr) return;
   g_scavenger.OnSlowPath();
+  // Guarded blocks are in no span: the pagemap gives them class 0, so they arrive here.
+  if (TCM_UNLIKELY(g_guarded.Contains(p))) return DeallocateGuarded(p);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
@@ -484,6 +543,7 @@ size_t OwnedSize(const void* p) {
   if (p == nullptr || (addr >> kAddressBits) != 0) return 0;
   const size_t cl = g_pagemap.ClassOf(addr);
   if (cl != 0) return SizeMap::ClassSize(cl);
+  if (g_guarded.Contains(p)) return g_guarded.UsableSize(p);
   const PageId page = PageId::FromAddr(addr);
   Span* span = g_pagemap.GetSpan(page);
   if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||

@@ -24,11 +24,13 @@ constinit CentralFreeList g_central[kNumClasses];
 constinit ThreadCacheRegistry g_caches;
 constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
+constinit GuardedPool g_guarded;
 
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, central lists by class, page heap, samples, arena.
+// Lock order (outermost first): registry, central lists by class, page heap, samples,
+// guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
@@ -36,6 +38,7 @@ void LockAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
+  g_guarded.lock()->Lock();
   g_arena.lock()->Lock();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Lock();
 }
@@ -43,6 +46,7 @@ void LockAll() {
 void UnlockAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Unlock();
   g_arena.lock()->Unlock();
+  g_guarded.lock()->Unlock();
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
@@ -54,6 +58,7 @@ void ResetLocksInChild() {
   g_arena.ResetLockAfterFork();
   g_pageheap.ResetLockAfterFork();
   g_samples.ResetLockAfterFork();
+  g_guarded.ResetLockAfterFork();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     g_central[cl].ResetLockAfterFork();
     g_central[cl].transfer_cache()->ResetLockAfterFork();
@@ -94,7 +99,7 @@ void EnsureInitialized() {
   // The free-list secret before the first object is linked (freelist_link.h).
   InitLinkSecret(os::Random64());
   for (size_t cl = 1; cl < kNumClasses; ++cl)
-    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
+    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
   InitThreadExitHook();
   g_pageheap.set_clock(Scavenger::NowNs());
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in

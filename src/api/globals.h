@@ -6,6 +6,7 @@
 
 #include "core/arena.h"
 #include "core/central_freelist.h"
+#include "core/guarded_alloc.h"
 #include "core/page_heap.h"
 #include "api/options.h"
 #include "core/pagemap.h"
@@ -26,6 +27,7 @@ extern constinit CentralFreeList g_central[kNumClasses];
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit Scavenger g_scavenger;
 extern constinit SampleRegistry g_samples;
+extern constinit GuardedPool g_guarded;
 
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.

@@ -51,6 +51,10 @@ static const OptionSpec kTable[] = {
     TCM_OPT("MALLOCSTATS", kInt, mallocstats, 0, 3, "print statistics at exit (1 = summary, 2 = tables)"),
     TCM_OPT("TCMALLOC_BACKGROUND_RELEASE", kBool, background_release, 0, 1,
             "return idle memory from a background thread too"),
+    TCM_OPT("TCMALLOC_GUARDED_SAMPLE_RATE", kInt, guarded_sample_rate, 0, 1e15,
+            "average bytes between allocations placed on guarded pages (0 = off)"),
+    TCM_OPT("TCMALLOC_HARDENED", kBool, hardened, 0, 1,
+            "check pointers and free lists when objects move between caches (0 = off)"),
 };
 
 const OptionSpec* OptionTable(size_t* count) {

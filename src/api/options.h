@@ -38,6 +38,14 @@ struct Options {
   int64_t mallocstats = 0;
   // Ours.
   bool background_release = false;
+  // Hardening (issue 15). Guarded sampling: about one allocation per this many bytes goes
+  // on a guarded page (0 = off). 64 MiB keeps it well under 1% CPU for any allocation rate
+  // a program sustains (three system calls per guarded block) and bounded in memory
+  // (core/guarded_alloc.h), while a long-running service still gets a steady trickle.
+  // Read by the slow path each time it re-arms, so SetNumericProperty changes it live.
+  int64_t guarded_sample_rate = int64_t{64} << 20;
+  // The release-build checks of batches reaching the central lists (core/central_freelist.h).
+  bool hardened = true;
 };
 
 // One row of the table: name, kind, where it lands, its range.

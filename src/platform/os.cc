@@ -32,6 +32,20 @@ void Unmap(void* p, size_t bytes) {
   errno = saved;
 }
 
+void* ReserveNoAccess(size_t bytes) {
+  int saved = errno;
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+bool SetAccess(void* p, size_t bytes, bool read_write) {
+  int saved = errno;
+  bool ok = mprotect(p, bytes, read_write ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
+}
+
 bool ReleasePages(void* p, size_t bytes) {
   int saved = errno;
   int rc;
