@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/freelist_link.h"
+
 namespace tcm {
 
 struct Options {
@@ -44,8 +46,10 @@ struct Options {
   // (core/guarded_alloc.h), while a long-running service still gets a steady trickle.
   // Read by the slow path each time it re-arms, so SetNumericProperty changes it live.
   int64_t guarded_sample_rate = int64_t{64} << 20;
-  // The release-build checks of batches reaching the central lists (core/central_freelist.h).
-  bool hardened = true;
+  // The release-build checks of batches reaching the central lists (core/central_freelist.h);
+  // off by default in a build with -DTCMALLOC_HARDENED=OFF, which also drops the link
+  // encoding (core/freelist_link.h).
+  bool hardened = kHardenedBuild;
 };
 
 // One row of the table: name, kind, where it lands, its range.

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <gperftools/malloc_extension.h>
 #include <gperftools/malloc_extension_c.h>
 
 #include "test_util.h"
@@ -165,6 +166,24 @@ bool AbortedOrFaulted(int status) {
 // Enabled once the thread-cache lists use freelist_link.h too (they are plain today).
 TEST(HardeningDeathTest, DISABLED_UseAfterFreeWriteInThreadCacheNeverRedirects) {
   EXPECT_EXIT(UseAfterFreeWriteInThreadCache(), AbortedOrFaulted, "");
+}
+
+// Registered a second time with TCMALLOC_HARDENED=0 (api_hardening_off): the same interior
+// free then goes unnoticed, which is what the switch promises (and shows it is the switch
+// that makes the difference in the tests above).
+void InteriorFreeUnchecked() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{100})));
+  free(Opaque(p + 16));
+  MallocExtension_MarkThreadIdle();
+  _exit(7);
+}
+
+TEST(HardeningOffTest, InteriorFreeIsNotCheckedWhenSwitchedOff) {
+  size_t hardened = 1;
+  ASSERT_TRUE(MallocExtension::instance()->GetNumericProperty("tcmalloc.hardened", &hardened));
+  if (hardened != 0) GTEST_SKIP() << "runs under TCMALLOC_HARDENED=0 (ctest api_hardening_off)";
+  EXPECT_EXIT(InteriorFreeUnchecked(), testing::ExitedWithCode(7), "");
 }
 
 TEST(HardeningTest, HeapStillWorksInTheParent) {
