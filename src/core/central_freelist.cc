@@ -28,23 +28,25 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // for 8-byte ones, which would break the 2% space promise for them (overhead_test); that
   // class relies on the span counts alone.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
+  reciprocal_ = SizeMap::kReciprocal[cl];
   transfer_.Init(size_, static_cast<int>(SizeMap::NumToMove(cl)));
 }
 
-Span* CentralFreeList::CheckObject(void* obj, size_t* index, const char* call) const {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
-  if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_))
-    Crash("%s: invalid pointer %p (not a block of size class %u, %u bytes: a foreign pointer or a corrupted "
-          "free list)",
-          call, obj, unsigned{cl_}, size_);
-  Span* span = pagemap_->GetSpan(PageId::FromPtr(obj));
-  const size_t offset = addr - span->start_addr();
-  const size_t i = SizeMap::ObjectIndex(cl_, offset);
-  if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_))
-    Crash("%s: invalid pointer %p (%zu bytes into a block of size class %u, %u bytes)", call, obj,
-          offset - i * size_, unsigned{cl_}, size_);
-  *index = i;
-  return span;
+void CentralFreeList::NotOfThisClass(void* obj, const char* call) const {
+  Crash("%s: invalid pointer %p (not a block of size class %u, %u bytes: a foreign pointer or a corrupted "
+        "free list)",
+        call, obj, unsigned{cl_}, size_);
+}
+
+void CentralFreeList::NotABlockStart(void* obj, size_t offset, const char* call) const {
+  Crash("%s: invalid pointer %p (%zu bytes into a block of size class %u, %u bytes)", call, obj, offset % size_,
+        unsigned{cl_}, size_);
+}
+
+void CentralFreeList::BadLink(const void* obj, const void* next) const {
+  Crash("malloc(): corrupted free list of size class %u (%u bytes): the free block %p links to %p, not a free "
+        "block of its span (a write after free?)",
+        unsigned{cl_}, size_, obj, next);
 }
 
 void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
@@ -52,7 +54,7 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
   // double free separated by other frees) before the chain is parked where the spans'
   // bitmaps cannot see it. Batches are at most 32 by default; longer ones (a raised
   // TCMALLOC_TRANSFER_NUM_OBJ) skip this and are still checked per object.
-  constexpr int kSetSize = 128;
+  constexpr int kSetSize = 64;
   uintptr_t seen[kSetSize];
   const bool find_dups = n <= kSetSize / 2;
   if (find_dups) __builtin_memset(seen, 0, sizeof(seen));
@@ -63,7 +65,7 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
     CheckObject(obj, &index, kIntoTransfer);
     if (find_dups) {
       const uintptr_t key = reinterpret_cast<uintptr_t>(obj);
-      size_t h = static_cast<size_t>((key >> 3) * 0x9E3779B97F4A7C15ull >> 57);
+      size_t h = static_cast<size_t>((key >> 3) * 0x9E3779B97F4A7C15ull >> 58);
       while (seen[h] != 0) {
         if (seen[h] == key)
           Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
@@ -104,18 +106,6 @@ uint64_t* CentralFreeList::TakeBitmap() {
 void CentralFreeList::GiveBackBitmap(uint64_t* bits) {
   bits[0] = reinterpret_cast<uint64_t>(spare_bitmaps_);
   spare_bitmaps_ = bits;
-}
-
-void CentralFreeList::CheckDecodedLink(const Span* span, const void* obj, const void* next) const {
-  if (next == nullptr) return;
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(next);
-  const size_t offset = addr - span->start_addr();  // wraps to huge below the span
-  const size_t i = offset < span->length.bytes() ? SizeMap::ObjectIndex(cl_, offset) : objects_per_span_;
-  if (TCM_UNLIKELY(i >= objects_per_span_ || i * size_ != offset ||
-                   (span->free_bits != nullptr && !TestBit(span->free_bits, i))))
-    Crash("malloc(): corrupted free list of size class %u (%u bytes): the free block %p links to %p, not a free "
-          "block of its span (a write after free?)",
-          unsigned{cl_}, size_, obj, next);
 }
 
 void CentralFreeList::FlushTransferCache() {
@@ -181,15 +171,26 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       if (!Populate()) break;
       continue;
     }
-    // Take as many as possible from this span at once.
+    // Take as many as possible from this span at once. Checked: every decoded link must be
+    // a free block of this span (the head was checked as the link that led to it, or as it
+    // came in); each object's index rides along to the next iteration.
+    const uintptr_t base = span->start_addr();
+    const size_t limit = static_cast<size_t>(objects_per_span_) * size_;
+    size_t index = checks_ ? IndexOf(reinterpret_cast<uintptr_t>(span->objects) - base) : 0;
     while (got < n && span->objects != nullptr) {
       void* obj = span->objects;
       void* next = GetLink(obj);
       if (checks_) {
-        CheckDecodedLink(span, obj, next);
-        if (span->free_bits != nullptr)
-          ClearBit(span->free_bits, SizeMap::ObjectIndex(cl_, static_cast<size_t>(static_cast<char*>(obj) -
-                                                                                    static_cast<char*>(span->start_ptr()))));
+        size_t next_index = 0;
+        if (next != nullptr) {
+          const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
+          next_index = IndexOf(offset < limit ? offset : 0);
+          if (TCM_UNLIKELY(offset >= limit || next_index * size_ != offset ||
+                           (span->free_bits != nullptr && !TestBit(span->free_bits, next_index))))
+            BadLink(obj, next);
+        }
+        if (span->free_bits != nullptr) ClearBit(span->free_bits, index);
+        index = next_index;
       }
       span->objects = next;
       ++span->refcount;

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/spinlock.h"
 #include "core/page_heap.h"
+#include "core/size_classes.h"
 #include "core/span.h"
 #include "core/transfer_cache.h"
 
@@ -54,7 +55,17 @@ class CentralFreeList {
 
   // Crashes unless obj is the start of a block of this class ("call" names the operation in
   // the message). Returns obj's span and stores obj's index in it in *index.
-  Span* CheckObject(void* obj, size_t* index, const char* call) const;
+  TCM_ALWAYS_INLINE Span* CheckObject(void* obj, size_t* index, const char* call) const {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    // The class map first: it is exact for every page (span pointers of free pages are not).
+    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, call);
+    Span* span = pagemap_->GetSpan(PageId::FromPtr(obj));
+    const size_t offset = addr - span->start_addr();
+    const size_t i = IndexOf(offset);
+    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, call);
+    *index = i;
+    return span;
+  }
   bool checked() const { return checks_; }
 
   // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
@@ -75,13 +86,15 @@ class CentralFreeList {
   void Verify();
 
  private:
+  // offset / size_ for offsets inside a span (SizeMap::ObjectIndex with the reciprocal cached).
+  size_t IndexOf(size_t offset) const { return (offset * reciprocal_) >> SizeMap::kIndexShift; }
+  [[noreturn]] TCM_NOINLINE void NotOfThisClass(void* obj, const char* call) const;
+  [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
+  [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
   void CheckBatch(void* start, void* end, int n) const;
-  // Crashes if next, a link decoded from a free object of span, is neither nullptr nor a
-  // free block of span. REQUIRES lock_ held.
-  void CheckDecodedLink(const Span* span, const void* obj, const void* next) const;
   uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
   void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
@@ -90,6 +103,7 @@ class CentralFreeList {
   uint8_t cl_ = 0;
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;
+  uint64_t reciprocal_ = 0;
   PageHeap* heap_ = nullptr;
   PageMap* pagemap_ = nullptr;
   SpanList nonempty_;  // spans with at least one free object
