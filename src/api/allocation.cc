@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "platform/fault_handler.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -208,10 +209,42 @@ TCM_NOINLINE static void* AllocateSampled(size_t size) {
   return span->start_ptr();
 }
 
+// ---- faults: guarded blocks, and our own code tripping over a corrupted free list ----
+
+// Our library's code, when it is a shared library (a static link cannot tell our code from
+// the program's): a fault there can only come from metadata the program overwrote, most
+// often a forged thread-cache link (a write after free, or a block freed while in use).
+// Looked up in the handler, not at start-up: the first malloc may come from inside the
+// dynamic loader, and most programs never fault.
+static void OnFault(const void* addr, const void* pc) {
+  g_guarded.OnFault(addr);  // does not return if addr is a guarded block's
+  uintptr_t lo = 0, hi = 0;
+  bool main_program = true;
+  if (!os::ModuleTextRange(reinterpret_cast<const void*>(&OnFault), &lo, &hi, &main_program) || main_program) return;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(pc);
+  if (at < lo || at >= hi) return;
+  // A non-canonical address (what a forged, encoded link usually decodes to) faults with
+  // no address.
+  if (addr == nullptr)
+    Crash("fault at pc %p inside the allocator (a wild address): a free list was corrupted by a write after "
+          "free, a double free or a free of a block still in use",
+          pc);
+  Crash("fault at pc %p reading %p inside the allocator: a free list was corrupted by a write after free, a "
+        "double free or a free of a block still in use",
+        pc, addr);
+}
+
+void InstallFaultReporting() {
+  static std::atomic<bool> installed{false};
+  if (installed.load(std::memory_order_acquire) || installed.exchange(true)) return;
+  if (!os::InstallFaultHandler(OnFault)) Log("could not install the SIGSEGV handler for fault reports");
+}
+
 // A block on a guarded page (core/guarded_alloc.h), or nullptr if this one cannot be
 // (too big, an aligned request, every slot taken): it is then allocated normally.
 TCM_NOINLINE static void* AllocateGuarded(size_t size) {
   if (size > GuardedPool::kSlotBytes || tls_requested_align != 0) return nullptr;
+  InstallFaultReporting();
   void* pcs[GuardedPool::kStackDepth];
   const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
   return g_guarded.Allocate(size, SizeMap::ClassSize(SizeMap::ClassIndex(size)), &g_arena, pcs, depth);

@@ -32,6 +32,9 @@ TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM o
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
 TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
 void InitThreadExitHook();
+// Installs the SIGSEGV/SIGBUS handler that reports guarded-block faults and faults inside
+// the allocator's own code (chained to the program's handler). Idempotent.
+void InstallFaultReporting();
 // Allocations of at least this many bytes are reported on stderr (0 = never).
 void SetLargeAllocReportThreshold(size_t bytes);
 

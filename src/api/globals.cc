@@ -101,6 +101,8 @@ void EnsureInitialized() {
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
   InitThreadExitHook();
+  // Hardened: a corrupted free list that makes our own code fault is reported as such.
+  if (g_options.hardened) InstallFaultReporting();
   g_pageheap.set_clock(Scavenger::NowNs());
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
   // reverse order), so other libraries' prepare handlers may still allocate.

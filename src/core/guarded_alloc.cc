@@ -1,18 +1,10 @@
 #include "core/guarded_alloc.h"
 
 #include "base/log.h"
-#include "platform/fault_handler.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
 namespace tcm {
-
-// The pool the fault handler reports for (there is one per process).
-static GuardedPool* g_fault_pool = nullptr;
-
-static void ClaimFault(const void* addr) {
-  if (GuardedPool* pool = __atomic_load_n(&g_fault_pool, __ATOMIC_ACQUIRE)) pool->OnFault(addr);
-}
 
 bool GuardedPool::Init(Arena* arena) {
   if (init_failed_) return false;
@@ -27,8 +19,6 @@ bool GuardedPool::Init(Arena* arena) {
   for (size_t i = 0; i < kSlots; ++i) ring_[i] = static_cast<uint16_t>(i);
   ring_head_ = 0;
   ring_count_ = kSlots;
-  __atomic_store_n(&g_fault_pool, this, __ATOMIC_RELEASE);
-  if (!os::InstallFaultHandler(ClaimFault)) Log("guarded sampling: could not install the SIGSEGV handler");
   __atomic_store_n(&base_, reinterpret_cast<uintptr_t>(region), __ATOMIC_RELEASE);
   init_failed_ = false;
   return true;

@@ -18,8 +18,8 @@
 // kSlots * kSlotBytes = 1 MiB (live blocks only) plus kSlots records (~70 KiB, from the
 // arena, taken at the first guarded allocation).
 //
-// A fault inside the reservation is reported by the SIGSEGV handler (platform/
-// fault_handler.h): the kind (heap-buffer-overflow, heap-buffer-underflow, use-after-free),
+// A fault inside the reservation is reported by OnFault, which the owner calls from its
+// SIGSEGV handler (platform/fault_handler.h, installed by api/allocation.cc): the kind (heap-buffer-overflow, heap-buffer-underflow, use-after-free),
 // the block, and the stacks of its allocation and, if freed, of its deallocation; then
 // abort. Faults elsewhere go to the program's own handler.
 //

@@ -1,6 +1,7 @@
 #include "platform/fault_handler.h"
 
 #include <signal.h>
+#include <ucontext.h>
 
 #include <atomic>
 #include <cstring>
@@ -34,8 +35,18 @@ void PassOn(int sig, siginfo_t* info, void* ucontext) {
   sigaction(sig, &dfl, nullptr);
 }
 
+const void* FaultingPc(void* ucontext) {
+#if defined(__x86_64__)
+  return reinterpret_cast<const void*>(static_cast<ucontext_t*>(ucontext)->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return reinterpret_cast<const void*>(static_cast<ucontext_t*>(ucontext)->uc_mcontext.pc);
+#else
+  return nullptr;
+#endif
+}
+
 void OnFault(int sig, siginfo_t* info, void* ucontext) {
-  if (FaultClaim claim = g_claim.load(std::memory_order_acquire)) claim(info->si_addr);
+  if (FaultClaim claim = g_claim.load(std::memory_order_acquire)) claim(info->si_addr, FaultingPc(ucontext));
   PassOn(sig, info, ucontext);
 }
 

@@ -12,8 +12,9 @@
 
 namespace tcm::os {
 
-// Called in signal context with the faulting address; must not return if it claims it.
-using FaultClaim = void (*)(const void* addr);
+// Called in signal context with the faulting address and the faulting instruction's
+// address (nullptr where unknown); must not return if it claims the fault.
+using FaultClaim = void (*)(const void* addr, const void* pc);
 
 // Installs the handler for SIGSEGV and SIGBUS (once; later calls only replace the claim).
 // Returns false if sigaction failed.

@@ -159,6 +159,26 @@ void UseAfterFreeWriteInThreadCache() {
   _exit(0);
 }
 
+// A block freed while still in use: the program's next write forges its link in the
+// thread's list, and the pop after it faults inside malloc, which is reported as such.
+void FreeWhileInUseThenWrite() {
+  NoCoreDump();
+  char* a = static_cast<char*>(malloc(Opaque(size_t{64})));
+  char* b = static_cast<char*>(malloc(Opaque(size_t{64})));
+  free(b);
+  free(a);
+  free(Opaque(b));  // double free: b is on the list twice, the list is b a b ...
+  char* x = static_cast<char*>(malloc(Opaque(size_t{64})));  // b
+  memset(x, 0xa5, 64);  // the program uses it, over b's link word
+  for (int i = 0; i < 4; ++i) Opaque(malloc(Opaque(size_t{64})));
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, FaultOnAForgedLinkInsideMallocIsDiagnosed) {
+  EXPECT_EXIT(FreeWhileInUseThenWrite(), testing::KilledBySignal(SIGABRT),
+              "fault at pc 0x[0-9a-f]+ (reading 0x[0-9a-f]+ )?inside the allocator.*: a free list was corrupted");
+}
+
 bool AbortedOrFaulted(int status) {
   return WIFSIGNALED(status) && (WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGSEGV);
 }
