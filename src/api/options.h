@@ -45,7 +45,8 @@ struct Options {
   // a program sustains (three system calls per guarded block) and bounded in memory
   // (core/guarded_alloc.h), while a long-running service still gets a steady trickle.
   // Read by the slow path each time it re-arms, so SetNumericProperty changes it live.
-  int64_t guarded_sample_rate = int64_t{64} << 20;
+  // Off by default in a -DTCMALLOC_HARDENED=OFF build.
+  int64_t guarded_sample_rate = kHardenedBuild ? int64_t{64} << 20 : 0;
   // The release-build checks of batches reaching the central lists (core/central_freelist.h);
   // off by default in a build with -DTCMALLOC_HARDENED=OFF, which also drops the link
   // encoding (core/freelist_link.h).
