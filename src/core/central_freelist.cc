@@ -49,31 +49,34 @@ void CentralFreeList::BadLink(const void* obj, const void* next) const {
         unsigned{cl_}, size_, obj, next);
 }
 
+void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
+  for (void* o = start; k > 0; --k, o = NextOf(o))
+    if (o == obj)
+      Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
+            kIntoTransfer, obj, unsigned{cl_}, size_);
+}
+
 void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
-  // A small open-addressing set of the batch's pointers finds an object named twice (a
-  // double free separated by other frees) before the chain is parked where the spans'
-  // bitmaps cannot see it. Batches are at most 32 by default; longer ones (a raised
-  // TCMALLOC_TRANSFER_NUM_OBJ) skip this and are still checked per object.
-  constexpr int kSetSize = 64;
-  uintptr_t seen[kSetSize];
-  const bool find_dups = n <= kSetSize / 2;
-  if (find_dups) __builtin_memset(seen, 0, sizeof(seen));
+  // Each pointer must be a block start of this class. Blocks of classes up to 1 KiB live in
+  // one-page spans, so their offset is the offset in the page, without a span look-up.
+  // A double free separated by other frees shows up as a pointer twice in one batch: a
+  // 256-bit filter over the batch's pointers sends the rare pointer whose bit is already
+  // set to an exact scan of the batch so far (about one in twenty for a batch of 32).
+  uint64_t filter[4] = {0, 0, 0, 0};
+  const bool one_page = SizeMap::ClassPages(cl_) == 1;
   void* obj = start;
   void* last = nullptr;
   for (int k = 0; k < n; ++k) {
-    size_t index;
-    CheckObject(obj, &index, kIntoTransfer);
-    if (find_dups) {
-      const uintptr_t key = reinterpret_cast<uintptr_t>(obj);
-      size_t h = static_cast<size_t>((key >> 3) * 0x9E3779B97F4A7C15ull >> 58);
-      while (seen[h] != 0) {
-        if (seen[h] == key)
-          Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
-                kIntoTransfer, obj, unsigned{cl_}, size_);
-        h = (h + 1) & (kSetSize - 1);
-      }
-      seen[h] = key;
-    }
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
+    const size_t offset =
+        one_page ? (addr & (kPageSize - 1)) : addr - pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+    const size_t i = IndexOf(offset);
+    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, kIntoTransfer);
+    const uint64_t h = ((addr >> 3) * 0x9E3779B97F4A7C15ull) >> 56;
+    const uint64_t bit = uint64_t{1} << (h & 63);
+    if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(start, k, obj);
+    filter[h >> 6] |= bit;
     last = obj;
     obj = NextOf(obj);
   }

@@ -91,6 +91,8 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void NotOfThisClass(void* obj, const char* call) const;
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
+  // Crashes if obj is among the first k objects of the chain at start.
+  TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
