@@ -7,7 +7,7 @@
 namespace tcm {
 
 // Chains between tiers (thread caches, transfer cache, here) are linked through NextOf;
-// span free lists through freelist_link.h's encoded words.
+// span free lists through freelist_link.h's encoded span links.
 static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
 
 static constexpr const char* kIntoTransfer = "free() (batch from a thread cache into the transfer cache)";
@@ -143,11 +143,11 @@ bool CentralFreeList::Populate() {
   void* head = p;
   for (uint32_t i = 1; i < objects_per_span_; ++i) {
     if constexpr (kDebugBuild) PoisonNew(p);
-    SetLink(p, p + size_);
+    SetSpanLink(p, p + size_);
     p += size_;
   }
   if constexpr (kDebugBuild) PoisonNew(p);
-  SetLink(p, nullptr);
+  SetSpanLink(p, nullptr);
   span->objects = head;
   span->refcount = 0;
   lock_.Lock();
@@ -182,7 +182,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
     size_t index = checks_ ? IndexOf(reinterpret_cast<uintptr_t>(span->objects) - base) : 0;
     while (got < n && span->objects != nullptr) {
       void* obj = span->objects;
-      void* next = GetLink(obj);
+      void* next = GetSpanLink(obj);
       if (checks_) {
         size_t next_index = 0;
         if (next != nullptr) {
@@ -244,7 +244,7 @@ void CentralFreeList::InsertRange(void* start, int n) {
         SpanList::Remove(span);
         nonempty_.PushFront(span);
       }
-      SetLink(obj, span->objects);
+      SetSpanLink(obj, span->objects);
       span->objects = obj;
       ++free_objects_;
       if (--span->refcount == 0) {
@@ -279,7 +279,7 @@ void CentralFreeList::Verify() {
       ++spans;
       TCM_CHECK(s->location == Span::kInUse && s->sizeclass == cl_);
       size_t in_span = 0;
-      for (void* o = s->objects; o != nullptr; o = GetLink(o)) {
+      for (void* o = s->objects; o != nullptr; o = GetSpanLink(o)) {
         TCM_CHECK(pagemap_->GetSpan(PageId::FromPtr(o)) == s);
         const size_t offset = static_cast<size_t>(static_cast<char*>(o) - static_cast<char*>(s->start_ptr()));
         TCM_CHECK(offset % size_ == 0);

@@ -1,14 +1,16 @@
 // The "next" word stored in the first bytes of every free small object, encoded.
 //
-// A free object's link is stored as next ^ slot ^ secret, where slot is the object's own
-// address and secret a per-process random word (glibc calls the same idea safe-linking).
-// A use-after-free write of a chosen address into a free object therefore decodes to an
-// address the writer cannot predict, instead of redirecting a later malloc; the tiers that
-// know the span (the central free list) check every decoded link against it and abort.
+// A free object's link is stored XORed with a per-process random secret (and, inside spans,
+// with the slot's own address too; glibc calls the idea safe-linking). A use-after-free
+// write of a chosen address into a free object therefore decodes to an address the writer
+// cannot predict, instead of redirecting a later malloc; the tier that knows the span (the
+// central free list) checks every decoded link against it and aborts, and a fault that a
+// wild decoded address causes inside the allocator is reported (api/allocation.cc).
 //
-// Every tier that links free objects (span free lists, chains moving between caches and the
-// central list, thread-cache lists) goes through SetLink/GetLink, so one encoding holds
-// everywhere and a chain can change hands without being re-encoded.
+// Two encodings: chain links (SetLink/GetLink) for thread-cache lists and the batches that
+// change hands between tiers without being re-encoded, and span links
+// (SetSpanLink/GetSpanLink) for the lists inside spans, which the central list converts
+// as objects enter and leave.
 //
 // The secret is fixed before the first object is linked (InitLinkSecret, from the
 // composition root's one-time initialisation) and never changes afterwards: changing it
@@ -39,25 +41,36 @@ inline void InitLinkSecret(uint64_t random) {
 }
 inline uintptr_t LinkSecret() { return link_internal::g_secret; }
 
-TCM_ALWAYS_INLINE uintptr_t EncodeLink(const void* slot, const void* next) {
-  uintptr_t v = reinterpret_cast<uintptr_t>(next);
-  if constexpr (kHardenedBuild) v ^= reinterpret_cast<uintptr_t>(slot) ^ link_internal::g_secret;
-  return v;
-}
-
-TCM_ALWAYS_INLINE void* DecodeLink(const void* slot, uintptr_t stored) {
-  if constexpr (kHardenedBuild) stored ^= reinterpret_cast<uintptr_t>(slot) ^ link_internal::g_secret;
-  return reinterpret_cast<void*>(stored);
-}
-
-// Stores `next` as obj's link.
+// Chain links: thread-cache lists and the batches that move between tiers. next ^ secret:
+// one XOR with a memory operand each way, so malloc's and free's fast paths pay one
+// instruction each (mixing in the slot address too would cost two more per pair).
 TCM_ALWAYS_INLINE void SetLink(void* obj, const void* next) {
-  *static_cast<uintptr_t*>(obj) = EncodeLink(obj, next);
+  uintptr_t v = reinterpret_cast<uintptr_t>(next);
+  if constexpr (kHardenedBuild) v ^= link_internal::g_secret;
+  *static_cast<uintptr_t*>(obj) = v;
 }
 
-// obj's link, decoded. Not validated: callers that know obj's span check the result.
+// obj's chain link, decoded. Not validated: a forged word decodes to an address the writer
+// cannot choose without the secret; callers that know obj's span check the result.
 TCM_ALWAYS_INLINE void* GetLink(const void* obj) {
-  return DecodeLink(obj, *static_cast<const uintptr_t*>(obj));
+  uintptr_t v = *static_cast<const uintptr_t*>(obj);
+  if constexpr (kHardenedBuild) v ^= link_internal::g_secret;
+  return reinterpret_cast<void*>(v);
+}
+
+// Span links: the free lists inside spans (central_freelist.cc), off the fast paths, also
+// mix in the slot's own address, so an encoded word copied from one free block to another
+// decodes to garbage there.
+TCM_ALWAYS_INLINE void SetSpanLink(void* obj, const void* next) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(next);
+  if constexpr (kHardenedBuild) v ^= reinterpret_cast<uintptr_t>(obj) ^ link_internal::g_secret;
+  *static_cast<uintptr_t*>(obj) = v;
+}
+
+TCM_ALWAYS_INLINE void* GetSpanLink(const void* obj) {
+  uintptr_t v = *static_cast<const uintptr_t*>(obj);
+  if constexpr (kHardenedBuild) v ^= reinterpret_cast<uintptr_t>(obj) ^ link_internal::g_secret;
+  return reinterpret_cast<void*>(v);
 }
 
 }  // namespace tcm

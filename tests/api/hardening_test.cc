@@ -163,6 +163,12 @@ void UseAfterFreeWriteInThreadCache() {
 // thread's list, and the pop after it faults inside malloc, which is reported as such.
 void FreeWhileInUseThenWrite() {
   NoCoreDump();
+  // Grow the thread's list for the class first, so the frees below stay in it.
+  static void* warm[256];
+  for (int round = 0; round < 4; ++round) {
+    for (void*& w : warm) w = malloc(Opaque(size_t{64}));
+    for (void* w : warm) free(w);
+  }
   char* a = static_cast<char*>(malloc(Opaque(size_t{64})));
   char* b = static_cast<char*>(malloc(Opaque(size_t{64})));
   free(b);
