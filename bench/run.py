@@ -34,7 +34,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PROGRAMS = ["t-test1", "t-test2", "fastpath", "larson", "xmalloc", "cache_thrash", "stl_mix",
-            "realloc_growth", "large_churn", "small_overhead", "phase"]
+            "realloc_growth", "large_churn", "small_overhead", "phase", "binary_trees", "idle_threads"]
+# Our library once more with its per-thread front end (the design document's thread caches,
+# what runs where rseq is unavailable), so both modes are measured side by side.
+PER_THREAD = "ours-per-thread"
+ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"}}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
 
 
@@ -86,6 +90,12 @@ def workloads(mode, threads):
     for t in (threads if full else [max(threads)]):
         w.append(Workload(f"t-test2 {t}t 4K", ["t-test2", str(t), str(10**6), "4096", "1000"]))
     nt = str(max(threads))
+    depth = "21" if full else "19"
+    for t in sorted({1, max(threads)}):
+        w.append(Workload(f"binary-trees {t}t", ["binary_trees", depth, str(t)]))
+    w.append(Workload("1000 idle threads", ["idle_threads", "1000", "256", "8", "1032"], throughput=False,
+                      extra={"rss_growth_mib": "1000 idle threads: RSS growth, MiB",
+                             "frontend_cache_mib": "1000 idle threads: front-end cache bytes, MiB"}))
     w += [
         Workload(f"larson {nt}t", ["larson", nt, "200" if full else "40", "50000", "1000", "8", "1000"]),
         Workload("xmalloc 1+1t", ["xmalloc", "1", "10M" if full else "2M", "64"]),
@@ -139,6 +149,7 @@ def find_allocators(args):
     ours = args.ours or os.path.join(ROOT, "build", "src", "libtcmalloc_minimal.so")
     if os.path.exists(ours):
         found.append(("ours", os.path.realpath(ours)))
+        found.append((PER_THREAD, os.path.realpath(ours)))
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
@@ -168,11 +179,13 @@ def snapshot(lib, outdir):
     return dst
 
 
-def preload_env(path):
+def preload_env(path, name=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.pop("TCMALLOC_PER_CPU_CACHES", None)
     if path:
         env["LD_PRELOAD"] = path
+    env.update(ALLOCATOR_ENV.get(name, {}))
     return env
 
 
@@ -314,7 +327,7 @@ def run_timing(ws, allocs, bindir, rounds, timeout):
                     continue
                 prog.step(f"round {r + 1}/{rounds}: {w.name} / {name}")
                 argv = [os.path.join(bindir, w.argv[0])] + w.argv[1:]
-                m, err = run_once(argv, preload_env(lib), timeout)
+                m, err = run_once(argv, preload_env(lib, name), timeout)
                 if err:
                     failures[(w.name, name)] = f"{err}\n    reproduce: {command_line(argv, lib)}"
                     prog.line(f"FAILED {w.name} under {name}: {err}")
@@ -362,8 +375,8 @@ def run_callgrind(allocs, bindir, sizes):
         (label, argv, n1, n2, per), (name, lib) = job
         base = [os.path.join(bindir, argv[0])] + argv[1:]
         try:
-            i1 = callgrind_ir(base + [str(n1)], preload_env(lib))
-            i2 = callgrind_ir(base + [str(n2)], preload_env(lib))
+            i1 = callgrind_ir(base + [str(n1)], preload_env(lib, name))
+            i2 = callgrind_ir(base + [str(n2)], preload_env(lib, name))
             with lock:
                 results[(label, name)] = (i2 - i1) / ((n2 - n1) * per)
         except RuntimeError as e:
@@ -649,7 +662,8 @@ def main():
     allocs = find_allocators(args)
     # Measure a private copy of our library: a rebuild during the run (ours is the one under
     # development) would otherwise swap the allocator halfway, or catch it half-written.
-    allocs = [(n, snapshot(lib, outdir) if n == REFERENCE else lib) for n, lib in allocs]
+    mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
+    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD) else lib) for n, lib in allocs]
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]
@@ -660,7 +674,7 @@ def main():
     # an allocator now rather than report glibc's figures under its name.
     usable = []
     for name, lib in allocs:
-        _, err = run_once([os.path.join(bindir, "fastpath"), "pair", "32", "1"], preload_env(lib), 30)
+        _, err = run_once([os.path.join(bindir, "fastpath"), "pair", "32", "1"], preload_env(lib, name), 30)
         if err and err.startswith("preload failed"):
             log(f"skip {name}: {err}")
         else:

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "core/block_lookup.h"
 #include "platform/fault_handler.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
@@ -17,6 +18,8 @@ namespace tcm {
 
 constinit ThreadCache g_empty_cache;
 __thread ThreadCache* tls_cache TCM_INITIAL_EXEC = &g_empty_cache;
+__thread int64_t tls_sample_left TCM_INITIAL_EXEC = 0;
+__thread uint64_t tls_sample_rng TCM_INITIAL_EXEC = 0;
 // Set once the thread-exit hook ran: later allocations of this thread bypass the cache
 // (a new cache would never be returned).
 static __thread bool tls_exiting TCM_INITIAL_EXEC = false;
@@ -34,7 +37,7 @@ void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
 
-static void ArmSampling(ThreadCache* tc);
+static void ArmSampling(int64_t* left, uint64_t* rng);
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
@@ -46,7 +49,7 @@ static ThreadCache* GetOrCreateCache() {
   tc = g_caches.Create(&g_arena, g_central);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
-  ArmSampling(tc);
+  ArmSampling(&tc->sample_left_, &tc->rng_);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -107,15 +110,20 @@ static void* AllocateFromCentral(size_t cl) {
 
 // ---- sampling ----
 
-// What memalign & co. asked for, while they allocate through a rounded class size: the
-// sample record and the hooks report the request, not the rounding (0 = not aligned).
-static __thread size_t tls_requested_align TCM_INITIAL_EXEC = 0;
-static __thread size_t tls_requested_size TCM_INITIAL_EXEC = 0;
+// What the caller asked for. memalign & co. allocate a rounded class size (or page run);
+// the sample record and the hooks report the request, not the rounding. It travels down as
+// an argument: a thread-local would still be set while the hooks run, and a malloc made by
+// a hook would then be taken for the aligned request (issue 16, defect 1).
+struct Request {
+  size_t size;
+  size_t align;  // 0 = malloc's alignment
+};
 
-// Two samplers share the fast path's one countdown (tc->sample_left_): heap sampling
-// (TCMALLOC_SAMPLE_PARAMETER) and guarded sampling (TCMALLOC_GUARDED_SAMPLE_RATE). Each
-// keeps its own bytes-to-go here; the countdown is armed with the nearer of the two, and
-// when it runs out both are charged with what was allocated since it was armed.
+// Two samplers share the fast path's one countdown (the thread cache's sample_left_, or
+// tls_sample_left in per-CPU mode): heap sampling (TCMALLOC_SAMPLE_PARAMETER) and guarded
+// sampling (TCMALLOC_GUARDED_SAMPLE_RATE). Each keeps its own bytes-to-go here; the
+// countdown is armed with the nearer of the two, and when it runs out both are charged
+// with what was allocated since it was armed. (Per thread: a thread uses one countdown.)
 static __thread int64_t tls_heap_left TCM_INITIAL_EXEC = 0;
 static __thread int64_t tls_guard_left TCM_INITIAL_EXEC = 0;
 static __thread int64_t tls_armed TCM_INITIAL_EXEC = 0;
@@ -123,43 +131,57 @@ static __thread int64_t tls_armed TCM_INITIAL_EXEC = 0;
 enum : unsigned { kHeapSampleDue = 1, kGuardedDue = 2 };
 
 // Next gap for a sampler with mean `mean` (<= 0: off, look at the setting again later).
-static int64_t NextGap(ThreadCache* tc, const int64_t* mean_setting) {
+static int64_t NextGap(uint64_t* rng, const int64_t* mean_setting) {
   const int64_t mean = __atomic_load_n(mean_setting, __ATOMIC_RELAXED);
-  return mean > 0 ? NextSampleGap(&tc->rng_, mean) : kSamplingOffRecheck;
+  return mean > 0 ? NextSampleGap(rng, mean) : kSamplingOffRecheck;
 }
 
-static void Rearm(ThreadCache* tc) {
+static void Rearm(int64_t* left) {
   tls_armed = tls_heap_left < tls_guard_left ? tls_heap_left : tls_guard_left;
-  tc->sample_left_ = tls_armed;
+  *left = tls_armed;
 }
 
-static void ArmSampling(ThreadCache* tc) {
-  tls_heap_left = NextGap(tc, &g_options.sample_parameter);
-  tls_guard_left = NextGap(tc, &g_options.guarded_sample_rate);
-  Rearm(tc);
+static void ArmSampling(int64_t* left, uint64_t* rng) {
+  tls_heap_left = NextGap(rng, &g_options.sample_parameter);
+  tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
+  Rearm(left);
 }
 
 // Which samplers want this allocation, which the fast path did not serve (0 = none). The
 // fast path charged the countdown only when it went negative there (and then left).
-static unsigned SampleDue(ThreadCache* tc, size_t size) {
-  if (tc->sample_left_ >= 0) {
-    tc->sample_left_ -= static_cast<int64_t>(size);
-    if (tc->sample_left_ >= 0) return 0;
+static unsigned SampleDue(int64_t* left, uint64_t* rng, size_t size) {
+  if (*left >= 0) {
+    *left -= static_cast<int64_t>(size);
+    if (*left >= 0) return 0;
   }
-  const int64_t consumed = tls_armed - tc->sample_left_;
+  const int64_t consumed = tls_armed - *left;
   tls_heap_left -= consumed;
   tls_guard_left -= consumed;
   unsigned due = 0;
   if (tls_heap_left < 0) {
     if (__atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED) > 0) due |= kHeapSampleDue;
-    tls_heap_left = NextGap(tc, &g_options.sample_parameter);
+    tls_heap_left = NextGap(rng, &g_options.sample_parameter);
   }
   if (tls_guard_left < 0) {
     if (__atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED) > 0) due |= kGuardedDue;
-    tls_guard_left = NextGap(tc, &g_options.guarded_sample_rate);
+    tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
   }
-  Rearm(tc);
+  Rearm(left);
   return due;
+}
+
+static unsigned SampleDue(ThreadCache* tc, size_t size) { return SampleDue(&tc->sample_left_, &tc->rng_, size); }
+
+// Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
+// yet), so a new thread's first allocation is not sampled by construction. Each expiry
+// also tells the CPU cache that this CPU is in use.
+static unsigned SampleDueTls(size_t size) {
+  if (TCM_UNLIKELY(tls_sample_rng == 0)) {
+    tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
+    ArmSampling(&tls_sample_left, &tls_sample_rng);
+  }
+  if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
+  return SampleDue(&tls_sample_left, &tls_sample_rng, size);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
@@ -196,11 +218,11 @@ int CaptureUserStack(void** pcs, int max_depth) {
 }
 
 // A sampled allocation: its own page run, carrying the sample's record.
-TCM_NOINLINE static void* AllocateSampled(size_t size) {
+TCM_NOINLINE static void* AllocateSampled(Request request) {
   void* pcs[os::kMaxStackDepth];
   const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);
-  const size_t align = tls_requested_align;
-  if (align != 0) size = tls_requested_size;
+  const size_t size = request.size;
+  const size_t align = request.align;
   Span* span = AllocateLargeSpan(size, align > kPageSize ? align >> kPageShift : 1);
   if (span == nullptr) return nullptr;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
@@ -242,12 +264,13 @@ void InstallFaultReporting() {
 
 // A block on a guarded page (core/guarded_alloc.h), or nullptr if this one cannot be
 // (too big, an aligned request, every slot taken): it is then allocated normally.
-TCM_NOINLINE static void* AllocateGuarded(size_t size) {
-  if (size > GuardedPool::kSlotBytes || tls_requested_align != 0) return nullptr;
+TCM_NOINLINE static void* AllocateGuarded(Request request) {
+  if (request.size > GuardedPool::kSlotBytes || request.align != 0) return nullptr;
   InstallFaultReporting();
   void* pcs[GuardedPool::kStackDepth];
   const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
-  return g_guarded.Allocate(size, SizeMap::ClassSize(SizeMap::ClassIndex(size)), &g_arena, pcs, depth);
+  return g_guarded.Allocate(request.size, SizeMap::ClassSize(SizeMap::ClassIndex(request.size)), &g_arena, pcs,
+                            depth);
 }
 
 TCM_NOINLINE static void DeallocateGuarded(void* p) {
@@ -256,20 +279,38 @@ TCM_NOINLINE static void DeallocateGuarded(void* p) {
   g_guarded.Deallocate(p, pcs, depth);
 }
 
-static void* AllocateUnhooked(size_t size) {
+// A sampler wants this allocation: a heap sample wins (the profile must stay unbiased; the
+// guarded one comes next time). nullptr: allocate it normally.
+static void* AllocateSampledOrGuarded(unsigned due, Request request) {
+  if ((due & kHeapSampleDue) != 0) return AllocateSampled(request);
+  return AllocateGuarded(request);
+}
+
+// Per-CPU mode's slow path of malloc: sampling, large objects, and the CPU cache's miss.
+static void* AllocateFromCpuCache(size_t size, Request request) {
+  if (const unsigned due = SampleDueTls(size); TCM_UNLIKELY(due != 0)) {
+    if (void* p = AllocateSampledOrGuarded(due, request)) return p;
+  }
+  if (size > kMaxSize) return AllocateLarge(size, 1);
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result = g_cpu_cache.Pop(cl);
+  if (result == nullptr) result = g_cpu_cache.AllocateMiss(cl);
+  if (result == nullptr) errno = ENOMEM;
+  return result;
+}
+
+// size: what to allocate (a class size for an aligned request); request: what was asked.
+static void* AllocateUnhooked(size_t size, Request request) {
   if (TCM_UNLIKELY(size > kMaxAllocation)) {  // also keeps the sampling countdown in range
     errno = ENOMEM;
     return nullptr;
   }
+  EnsureInitialized();
+  if (g_cpu_cache.active()) return AllocateFromCpuCache(size, request);
   ThreadCache* tc = GetOrCreateCache();
   if (tc != nullptr) {
     if (const unsigned due = SampleDue(tc, size); TCM_UNLIKELY(due != 0)) {
-      // A heap sample wins: the profile must stay unbiased; the guarded one comes next time.
-      if ((due & kHeapSampleDue) != 0) {
-        if (void* p = AllocateSampled(size)) return p;
-      } else if (void* p = AllocateGuarded(size)) {
-        return p;
-      }
+      if (void* p = AllocateSampledOrGuarded(due, request)) return p;
     }
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
@@ -284,12 +325,14 @@ static void* AllocateUnhooked(size_t size) {
   return result;
 }
 
-void* AllocateSlow(size_t size) noexcept {
+static void* AllocateSlowFor(size_t size, Request request) {
   g_scavenger.OnSlowPath();
-  void* result = AllocateUnhooked(size);
-  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, tls_requested_align != 0 ? tls_requested_size : size);
+  void* result = AllocateUnhooked(size, request);
+  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, request.size);
   return result;
 }
+
+void* AllocateSlow(size_t size) noexcept { return AllocateSlowFor(size, Request{size, 0}); }
 
 // Frees a page-run object. Validates p against its span under the page heap lock.
 static void DeallocateLarge(void* p) {
@@ -324,6 +367,15 @@ void DeallocateSlow(void* p) noexcept {
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
   if (cl == 0) return DeallocateLarge(p);
+  if (g_cpu_cache.active()) {
+    if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+    if constexpr (kDebugBuild) {
+      DebugCheckBlockStart(p, cl);
+      DebugPoison(p, SizeMap::ClassSize(cl));
+    }
+    if (!g_cpu_cache.Push(cl, p)) g_cpu_cache.DeallocateMiss(cl, p);
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
   if constexpr (kDebugBuild) {
@@ -337,6 +389,24 @@ void DeallocateSlow(void* p) noexcept {
     return;
   }
   tc->PushSlow(p, cl);
+}
+
+void DeallocatePerCpu(void* p) noexcept {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
+  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
+  if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
+  if constexpr (kDebugBuild) {
+    DebugCheckBlockStart(p, cl);
+    DebugPoison(p, SizeMap::ClassSize(cl));
+  }
+  if (TCM_UNLIKELY(!g_cpu_cache.Push(cl, p))) return DeallocatePerCpuMiss(p, cl);
+}
+
+void DeallocatePerCpuMiss(void* p, size_t cl) noexcept {
+  if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
+  g_scavenger.OnSlowPath();
+  g_cpu_cache.DeallocateMiss(cl, p);
 }
 
 // ---- debug build checks ----
@@ -355,10 +425,9 @@ void DebugCheckPoison(void* p, size_t size) {
 }
 
 void DebugCheckBlockStart(void* p, size_t cl) {
-  Span* span = g_pagemap.GetSpan(PageId::FromPtr(p));
-  if (span == nullptr || span->sizeclass != cl) InvalidPointer("free()", p);
-  size_t offset = static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(span->start_ptr()));
-  if (offset % SizeMap::ClassSize(cl) != 0) Crash("free(): invalid pointer %p (not the start of a block)", p);
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  if (!b.found() || b.cl != cl) InvalidPointer("free()", p);
+  if (b.start != reinterpret_cast<uintptr_t>(p)) Crash("free(): invalid pointer %p (not the start of a block)", p);
 }
 
 void VerifyHeap() {
@@ -375,6 +444,12 @@ void VerifyHeap() {
       }
       TCM_CHECK(n == tc->lists_[cl].length);
     }
+  }
+  // Every object cached on a CPU is a block of its array's class (racy with other threads'
+  // pops and pushes, but any object that was ever in an array has that class).
+  for (int cpu = 0; cpu < g_cpu_cache.num_cpus(); ++cpu) {
+    for (size_t cl = 1; cl < kNumClasses && g_cpu_cache.CpuBytes(cpu) != 0; ++cl)
+      g_cpu_cache.ForEachObject(cpu, cl, [cl](void* o) { TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl); });
   }
   SpinLockHolder h(g_pageheap.lock());
   g_pageheap.Verify();
@@ -414,11 +489,14 @@ void* AllocateAligned(size_t align, size_t size) {
   }
   if (size <= kMaxSize && align < kPageSize) {
     if (const size_t cl = AlignedClass(size, align)) {
-      tls_requested_align = align;  // only read on slow paths (sampling, hooks)
-      tls_requested_size = size;
-      void* p = Allocate(SizeMap::ClassSize(cl));
-      tls_requested_align = 0;
-      return p;
+      // Allocate()'s fast path for class cl; its miss carries the request to the slow path.
+      const size_t class_size = SizeMap::ClassSize(cl);
+      ThreadCache* tc = tls_cache;
+      // The empty cache's lists are empty, so its countdown is never written.
+      if (TCM_LIKELY(class_size < g_alloc_limit) && tc->lists_[cl].head != nullptr &&
+          (tc->sample_left_ -= static_cast<int64_t>(class_size)) >= 0)
+        return PopFromCache(tc, cl);
+      return AllocateSlowFor(class_size, Request{size, align});
     }
   }
   if (size > kMaxAllocation || align > kMaxAllocation) {
@@ -538,11 +616,12 @@ HeapTotals ComputeTotals() {
     t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
   }
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
+  t.cpu_cache_bytes = g_cpu_cache.TotalBytes();
   t.thread_caches = g_caches.count();
   // Arena chunks, plus the class map's bytes that can be touched: one per managed page.
   t.metadata_bytes = g_arena.bytes_reserved() + t.system_bytes / kPageSize;
   size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
-                      t.transfer_cache_bytes + t.thread_cache_bytes;
+                      t.transfer_cache_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
   return t;
 }
@@ -555,11 +634,17 @@ size_t ReleaseToSystem(size_t bytes) {
 }
 
 size_t CallingThreadCacheSize() {
+  if (g_cpu_cache.active()) return 0;  // no thread owns a cache in per-CPU mode
   ThreadCache* tc = tls_cache;
   return tc == &g_empty_cache ? 0 : tc->size();
 }
 
 void ReleaseCallingThreadCache(bool destroy) {
+  // Per-CPU mode: a thread going idle likely leaves its CPU idle too.
+  if (g_cpu_cache.active()) {
+    g_cpu_cache.DrainCurrent();
+    return;
+  }
   ThreadCache* tc = tls_cache;
   if (tc == &g_empty_cache) return;
   if (!destroy) {
@@ -572,21 +657,17 @@ void ReleaseCallingThreadCache(bool destroy) {
 }
 
 size_t OwnedSize(const void* p) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (p == nullptr || (addr >> kAddressBits) != 0) return 0;
-  const size_t cl = g_pagemap.ClassOf(addr);
-  if (cl != 0) return SizeMap::ClassSize(cl);
   if (g_guarded.Contains(p)) return g_guarded.UsableSize(p);
-  const PageId page = PageId::FromAddr(addr);
-  Span* span = g_pagemap.GetSpan(page);
-  if (span == nullptr || span->start != page || (addr & (kPageSize - 1)) != 0 ||
-      span->location != Span::kInUse || span->sizeclass != 0)
-    return 0;
-  return span->length.bytes();
+  const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
+  // A page run only by its start (what free() accepts); a small object by any of its bytes,
+  // as before (the class map is what free() consults for those).
+  if (!b.found() || (b.cl == 0 && b.start != reinterpret_cast<uintptr_t>(p))) return 0;
+  return b.size;
 }
 
 size_t ReleaseFreeMemory() {
   EnsureInitialized();
+  g_cpu_cache.DrainAll();
   // Chains parked in transfer caches may be all that keeps some spans alive.
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
   SpinLockHolder h(g_pageheap.lock());

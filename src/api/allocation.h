@@ -1,14 +1,23 @@
 // The allocator's front end: malloc and free fast paths, inlined into every entry point.
 //
-// malloc(size <= 256 KiB): one table look-up for the class, pop the head of the calling
-// thread's list for that class. free(p): three loads through the pagemap give p's class,
-// push p on the list. Each either succeeds in a handful of instructions (no lock, no
-// syscall, no TLS initialisation: the thread's cache pointer starts at an empty cache whose
-// lists are empty and full, so the first call of a thread simply misses) or tail-calls
-// one noinline slow path. Nothing else — stats, hooks, options — runs here.
+// Two front ends, chosen once at start-up (per-CPU where rseq works, else per-thread):
 //
-// x86-64 with g++ -O2: the malloc fast path is ~14 instructions, free ~17 (see
-// bench/README.md for the measured instruction count of a malloc+free pair).
+// Per-thread caches (the design document's): malloc(size <= 256 KiB) is one table look-up
+// for the class and a pop from the head of the calling thread's list; free(p) is three
+// loads through the pagemap for p's class and a push. No lock, no syscall, no TLS
+// initialisation: the thread's cache pointer starts at an empty cache whose lists are
+// empty and full, so the first call of a thread simply misses. x86-64 with g++ -O2:
+// malloc ~14 instructions, free ~17 (bench/README.md has the measured pair count).
+//
+// Per-CPU caches (core/cpu_cache.h): the inline fast path's first compare fails (its limits
+// are 0 in this mode) and it tail-calls AllocatePerCpu / DeallocatePerCpu, which pop from
+// or push onto the current CPU's slab inside a restartable sequence. malloc 30
+// instructions in all, free 30 (core/cpu_cache.h counts them). Keeping the per-thread path inline and first costs the
+// per-CPU path one compare and a jump, and costs the per-thread path nothing (it is what
+// runs under valgrind, where callgrind counts it).
+//
+// Each path either succeeds in a handful of instructions or tail-calls one noinline slow
+// path. Nothing else — stats, hooks, options — runs here.
 #ifndef TCMALLOC_ALLOCATION_H_
 #define TCMALLOC_ALLOCATION_H_
 
@@ -19,6 +28,7 @@
 #include "base/log.h"
 #include "api/globals.h"
 #include "api/malloc_hook.h"
+#include "core/cpu_cache.h"
 #include "core/size_classes.h"
 #include "core/thread_cache.h"
 
@@ -28,15 +38,15 @@ namespace tcm {
 extern __thread ThreadCache* tls_cache TCM_INITIAL_EXEC TCM_HIDDEN;
 extern constinit ThreadCache g_empty_cache TCM_HIDDEN;
 
+// Per-CPU mode: the calling thread's sampling countdown and random state (the thread
+// cache's sample_left_ and rng_ play these roles in per-thread mode). Zero in a new thread,
+// so its first malloc reaches the slow path, which starts the countdown.
+extern __thread int64_t tls_sample_left TCM_INITIAL_EXEC TCM_HIDDEN;
+extern __thread uint64_t tls_sample_rng TCM_INITIAL_EXEC TCM_HIDDEN;
+
 TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
 TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
-void InitThreadExitHook();
-// Installs the SIGSEGV/SIGBUS handler that reports guarded-block faults and faults inside
-// the allocator's own code (chained to the program's handler). Idempotent.
-void InstallFaultReporting();
-// Allocations of at least this many bytes are reported on stderr (0 = never).
-void SetLargeAllocReportThreshold(size_t bytes);
 
 // Debug build only: freed small objects are filled with a pattern that is checked when
 // they are handed out again, which catches writes after free; and free() checks that a
@@ -59,6 +69,34 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   return result;
 }
 
+// Per-CPU fast paths, reached from Allocate/Deallocate when their limits are 0 (per-CPU
+// mode, or hooks). g_cpu_alloc_limit / g_cpu_free_limit are the normal limits in per-CPU
+// mode without hooks and 0 otherwise, so this costs one compare in either case. The
+// countdown is charged before the pop (a TLS read-modify-write, outside the critical
+// section) and given back on a miss, so the slow path charges it exactly once.
+template <void* (*Slow)(size_t)>
+TCM_NOINLINE void* AllocatePerCpu(size_t size) {
+  if (TCM_UNLIKELY(size >= g_cpu_alloc_limit)) return Slow(size);
+  const size_t cl = SizeMap::ClassIndex(size);
+  if (TCM_UNLIKELY((tls_sample_left -= static_cast<int64_t>(size)) < 0)) {
+    tls_sample_left += static_cast<int64_t>(size);
+    return Slow(size);
+  }
+  void* result = g_cpu_cache.Pop(cl);
+  if (TCM_UNLIKELY(result == nullptr)) {
+    tls_sample_left += static_cast<int64_t>(size);
+    return Slow(size);
+  }
+  if constexpr (kDebugBuild) DebugCheckPoison(result, SizeMap::ClassSize(cl));
+  return result;
+}
+
+TCM_NOINLINE void DeallocatePerCpuMiss(void* p, size_t cl) noexcept;
+
+// free's per-CPU path (allocation.cc): class through the pagemap, push; a miss (full,
+// locked, no rseq area) or class 0 (nullptr, large, not ours) goes to the slow paths.
+TCM_NOINLINE void DeallocatePerCpu(void* p) noexcept;
+
 // Slow is the miss handler: AllocateSlow for malloc, or one that adds the new-handler
 // protocol for operator new, so every entry point's miss is a plain tail call.
 // g_alloc_limit is kMaxSize + 1, or 0 while hooks are installed (then every call misses).
@@ -66,7 +104,7 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
 // shared empty cache is never written and a miss for an empty list is not counted twice.
 template <void* (*Slow)(size_t) = AllocateSlow>
 TCM_ALWAYS_INLINE void* Allocate(size_t size) {
-  if (TCM_UNLIKELY(size >= g_alloc_limit)) return Slow(size);
+  if (TCM_UNLIKELY(size >= g_alloc_limit)) return AllocatePerCpu<Slow>(size);
   ThreadCache* tc = tls_cache;
   ThreadCache::FreeList& list = tc->lists_[SizeMap::ClassIndex(size)];
   void* result = list.head;
@@ -81,8 +119,8 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
 
 TCM_ALWAYS_INLINE void Deallocate(void* p) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  // Above the pagemap's reach (or any address while hooks are installed): slow path.
-  if (TCM_UNLIKELY(addr >= g_free_limit)) return DeallocateSlow(p);
+  // Above the pagemap's reach, per-CPU mode, or hooks installed: the next path decides.
+  if (TCM_UNLIKELY(addr >= g_free_limit)) return DeallocatePerCpu(p);
   // Class 0 (nullptr, large objects, memory we do not own) has max_length 0: slow path.
   const size_t cl = g_pagemap.ClassOf(addr);
   ThreadCache* tc = tls_cache;
@@ -118,6 +156,7 @@ struct HeapTotals {
   size_t central_free_bytes;
   size_t transfer_cache_bytes;
   size_t thread_cache_bytes;
+  size_t cpu_cache_bytes;
   size_t metadata_bytes;
   size_t in_use_spans;
   size_t thread_caches;
@@ -138,7 +177,8 @@ void ReleaseCallingThreadCache(bool destroy);
 // The calling thread's stack without the allocator's own frames (for samples, the heap
 // profiler and the heap checker). Never allocates. Returns the depth (<= max_depth).
 int CaptureUserStack(void** pcs, int max_depth);
-// What the allocator knows about p: 0 = not ours, else its usable size.
+// What the allocator knows about p: 0 = not ours, else its usable size (FindBlock's answer:
+// a page run by its start, a small object by any of its bytes).
 size_t OwnedSize(const void* p);
 
 }  // namespace tcm

@@ -4,10 +4,11 @@
 
 #include <atomic>
 
-#include "api/allocation.h"
+#include "api/malloc_hook.h"
 #include "base/log.h"
 #include "core/freelist_link.h"
 #include "platform/os.h"
+#include "platform/rseq.h"
 
 #include <cstdlib>
 
@@ -22,6 +23,7 @@ constinit PageMap g_pagemap{&AllocPagemapNode};
 constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
 constinit CentralFreeList g_central[kNumClasses];
 constinit ThreadCacheRegistry g_caches;
+constinit CpuCache g_cpu_cache;
 constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
 constinit GuardedPool g_guarded;
@@ -29,12 +31,13 @@ constinit GuardedPool g_guarded;
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, central lists by class, page heap, samples,
-// guarded pool, arena.
+// Lock order (outermost first): registry, per-CPU caches by CPU, central lists by class,
+// page heap, samples, guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
   g_caches.lock()->Lock();
+  g_cpu_cache.LockAll();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
@@ -50,6 +53,7 @@ void UnlockAll() {
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
+  g_cpu_cache.UnlockAll();
   g_caches.lock()->Unlock();
 }
 
@@ -64,6 +68,9 @@ void ResetLocksInChild() {
     g_central[cl].transfer_cache()->ResetLockAfterFork();
   }
   g_caches.ResetLockAfterFork();
+  g_cpu_cache.ResetLocksAfterFork();
+  // The child is a new process for membarrier: register it again for the drains' fences.
+  if (g_cpu_cache.active()) os::RegisterRseqFence();
   g_scavenger.AfterForkInChild();
 }
 
@@ -103,6 +110,11 @@ void EnsureInitialized() {
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();
+  // Per-CPU caches where restartable sequences work (and unless TCMALLOC_PER_CPU_CACHES=0);
+  // otherwise the design document's per-thread caches.
+  if (g_options.per_cpu_caches && os::InitRseq(/*allow_own=*/true) != os::RseqSource::kNone &&
+      g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size)))
+    SetPerCpuMode(true);
   g_pageheap.set_clock(Scavenger::NowNs());
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
   // reverse order), so other libraries' prepare handlers may still allocate.

@@ -203,8 +203,8 @@ TCM_EXPORT struct mallinfo2 tc_mallinfo2(void) noexcept {
   m.arena = t.system_bytes;
   m.hblkhd = t.metadata_bytes;
   m.uordblks = t.in_use_bytes;
-  m.fordblks = t.pageheap_free_bytes + t.central_free_bytes + t.thread_cache_bytes;
-  m.fsmblks = t.central_free_bytes + t.thread_cache_bytes;
+  m.fordblks = t.pageheap_free_bytes + t.central_free_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
+  m.fsmblks = t.central_free_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
   m.keepcost = t.pageheap_free_bytes;
   m.ordblks = static_cast<size_t>(t.in_use_spans);
   return m;

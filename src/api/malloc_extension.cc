@@ -12,6 +12,7 @@
 
 #include "api/allocation.h"
 #include "base/spinlock.h"
+#include "core/block_lookup.h"
 #include "gperftools/malloc_extension_c.h"
 #include "api/malloc_stats_text.h"
 #include "platform/os.h"
@@ -281,16 +282,9 @@ class TCMallocImplementation final : public MallocExtension {
     return p == nullptr ? 0 : UsableSize(p, "MallocExtension::GetAllocatedSize()");
   }
   Ownership GetOwnership(const void* p) override {
-    if (p == nullptr) return kNotOwned;
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-    if (addr >> kAddressBits) return kNotOwned;
-    if (g_pagemap.ClassOf(addr) != 0) return kOwned;
-    // Anywhere inside a large in-use block counts too.
+    // Any byte of a block counts. The lock: p need not be a live block of the caller's.
     SpinLockHolder h(g_pageheap.lock());
-    Span* s = g_pagemap.GetSpan(PageId::FromAddr(addr));
-    if (s == nullptr || s->location != Span::kInUse) return kNotOwned;
-    PageId page = PageId::FromAddr(addr);
-    return (s->start <= page && page < s->end()) ? kOwned : kNotOwned;
+    return FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p)).found() ? kOwned : kNotOwned;
   }
 
   void GetFreeListSizes(std::vector<FreeListInfo>* v) override;
@@ -340,6 +334,9 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.guarded_live_allocations")) return *value = g_guarded.live(), true;
   if (is("tcmalloc.guarded_resident_bytes")) return *value = g_guarded.resident_bytes(), true;
   if (is("tcmalloc.hardened")) return *value = g_options.hardened, true;
+  if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
+  if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
+  if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
   const HeapTotals t = ComputeTotals();
   if (is("generic.current_allocated_bytes")) return *value = t.in_use_bytes, true;
   if (is("generic.heap_size")) return *value = t.system_bytes, true;
@@ -351,7 +348,9 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.central_cache_free_bytes")) return *value = t.central_free_bytes, true;
   if (is("tcmalloc.transfer_cache_free_bytes")) return *value = t.transfer_cache_bytes, true;
   if (is("tcmalloc.thread_cache_free_bytes")) return *value = t.thread_cache_bytes, true;
-  if (is("tcmalloc.current_total_thread_cache_bytes")) return *value = t.thread_cache_bytes, true;
+  // The front end's bytes in either mode (per-CPU caches included), as the issue of
+  // bounded front-end memory is about both.
+  if (is("tcmalloc.current_total_thread_cache_bytes")) return *value = t.thread_cache_bytes + t.cpu_cache_bytes, true;
   if (is("tcmalloc.metadata_bytes")) return *value = t.metadata_bytes, true;
   return false;
 }
@@ -367,6 +366,11 @@ bool TCMallocImplementation::SetNumericProperty(const char* name, size_t value) 
   }
   if (is("tcmalloc.min_per_thread_cache_bytes")) {
     g_caches.set_min_per_thread(value);
+    return true;
+  }
+  if (is("tcmalloc.max_per_cpu_cache_size")) {
+    // Takes effect as capacities grow and as maintenance shrinks them.
+    g_cpu_cache.set_max_bytes_per_cpu(value > (size_t{1} << 30) ? size_t{1} << 30 : value);
     return true;
   }
   if (is("tcmalloc.sample_parameter")) {

@@ -8,7 +8,10 @@ namespace tcm {
 
 size_t g_alloc_limit = kNormalAllocLimit;
 uintptr_t g_free_limit = kNormalFreeLimit;
+size_t g_cpu_alloc_limit = 0;
+uintptr_t g_cpu_free_limit = 0;
 std::atomic<int> g_hooks_installed{0};
+static std::atomic<bool> g_per_cpu_mode{false};
 
 static void Changed(int delta);
 
@@ -60,8 +63,11 @@ __thread bool tls_in_hook TCM_INITIAL_EXEC = false;
 
 void Recompute() {
   bool active = g_hooks_installed.load(std::memory_order_relaxed) != 0;
-  __atomic_store_n(&g_alloc_limit, active ? 0 : kNormalAllocLimit, __ATOMIC_RELAXED);
-  __atomic_store_n(&g_free_limit, active ? 0 : kNormalFreeLimit, __ATOMIC_RELAXED);
+  bool per_cpu = g_per_cpu_mode.load(std::memory_order_relaxed);
+  __atomic_store_n(&g_alloc_limit, active || per_cpu ? 0 : kNormalAllocLimit, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_free_limit, active || per_cpu ? 0 : kNormalFreeLimit, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_cpu_alloc_limit, !active && per_cpu ? kNormalAllocLimit : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_cpu_free_limit, !active && per_cpu ? kNormalFreeLimit : 0, __ATOMIC_RELAXED);
 }
 
 }  // namespace
@@ -72,6 +78,11 @@ static void Changed(int delta) {
 }
 
 void ForceSlowPaths(bool on) { Changed(on ? +1 : -1); }
+
+void SetPerCpuMode(bool on) {
+  g_per_cpu_mode.store(on, std::memory_order_relaxed);
+  Recompute();
+}
 
 void InvokeNewHooks(const void* p, size_t size) {
   if (tls_in_hook) return;

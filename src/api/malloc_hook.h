@@ -20,6 +20,10 @@ namespace tcm {
 // take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach).
 extern size_t g_alloc_limit TCM_HIDDEN;
 extern uintptr_t g_free_limit TCM_HIDDEN;
+// The per-CPU fast paths' limits: the normal ones in per-CPU mode without hooks, else 0.
+// (In per-CPU mode g_alloc_limit and g_free_limit are 0, which routes every call there.)
+extern size_t g_cpu_alloc_limit TCM_HIDDEN;
+extern uintptr_t g_cpu_free_limit TCM_HIDDEN;
 
 inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;
@@ -29,6 +33,9 @@ extern std::atomic<int> g_hooks_installed;  // number of hooks of either kind
 inline bool HooksActive() { return g_hooks_installed.load(std::memory_order_relaxed) != 0; }
 void InvokeNewHooks(const void* p, size_t size);
 void InvokeDeleteHooks(const void* p);
+
+// Selects the per-CPU fast paths (once, at initialisation) and recomputes the limits.
+void SetPerCpuMode(bool on);
 
 // Another reason to force the slow paths (e.g. the heap profiler); counted like a hook.
 void ForceSlowPaths(bool on);

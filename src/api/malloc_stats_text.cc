@@ -16,6 +16,9 @@ void CollectClassStats(ClassStats* out) {
   memset(static_cast<void*>(out), 0, sizeof(ClassStats) * kNumClasses);
   size_t thread_counts[kNumClasses] = {};
   g_caches.AddListLengths(thread_counts);
+  // The "thread" column is the front end: thread caches or CPU caches, whichever runs.
+  if (g_cpu_cache.active())
+    for (size_t cl = 1; cl < kNumClasses; ++cl) thread_counts[cl] += g_cpu_cache.ClassObjects(cl);
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     ClassStats& c = out[cl];
     c.spans = g_central[cl].num_spans();
@@ -30,7 +33,7 @@ void CollectClassStats(ClassStats* out) {
 
 void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   const size_t physical = t.in_use_bytes + t.pageheap_free_bytes + t.central_free_bytes +
-                          t.transfer_cache_bytes + t.thread_cache_bytes + t.metadata_bytes;
+                          t.transfer_cache_bytes + t.thread_cache_bytes + t.cpu_cache_bytes + t.metadata_bytes;
   const size_t overhead = physical - t.in_use_bytes;
   out->Printf("------------------------------------------------\n");
   Line(out, ' ', t.in_use_bytes, "Bytes in use by application");
@@ -38,6 +41,7 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   Line(out, '+', t.central_free_bytes, "Bytes in central cache freelist");
   Line(out, '+', t.transfer_cache_bytes, "Bytes in transfer cache freelist");
   Line(out, '+', t.thread_cache_bytes, "Bytes in thread cache freelists");
+  Line(out, '+', t.cpu_cache_bytes, "Bytes in per-CPU cache freelists");
   Line(out, '+', t.metadata_bytes, "Bytes in malloc metadata");
   out->Printf("MALLOC:   ------------\n");
   Line(out, '=', physical, "Actual memory used (physical + swap)");
@@ -47,6 +51,12 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   out->Printf("MALLOC:\n");
   out->Printf("MALLOC:   %12zu              Spans in use\n", t.in_use_spans);
   out->Printf("MALLOC:   %12zu              Thread heaps in use\n", t.thread_caches);
+  if (g_cpu_cache.active()) {
+    out->Printf("MALLOC:   %12d              CPU caches (per-CPU mode, rseq; %zu bytes each at most)\n",
+                g_cpu_cache.num_cpus(), g_cpu_cache.max_bytes_per_cpu());
+  } else {
+    out->Printf("MALLOC:                             Per-thread cache mode (per-CPU caches off or unsupported)\n");
+  }
   out->Printf("MALLOC:   %12zu              Tcmalloc page size\n", kPageSize);
   out->Printf("MALLOC:   %12.1f%%             Overhead (everything but bytes in use, of physical)\n",
               physical == 0 ? 0.0 : 100.0 * static_cast<double>(overhead) / static_cast<double>(physical));

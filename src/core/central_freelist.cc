@@ -49,6 +49,12 @@ void CentralFreeList::BadLink(const void* obj, const void* next) const {
         unsigned{cl_}, size_, obj, next);
 }
 
+void CentralFreeList::ChainEndsEarly(const char* call, int n, int k, const void* last) const {
+  Crash("%s: invalid pointer %p (a chain of %d blocks of size class %u ends after %d, here: a block freed twice "
+        "(double free) or a corrupted free list)",
+        call, last, n, unsigned{cl_}, k);
+}
+
 void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
   for (void* o = start; k > 0; --k, o = NextOf(o))
     if (o == obj)
@@ -67,6 +73,7 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
   void* obj = start;
   void* last = nullptr;
   for (int k = 0; k < n; ++k) {
+    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoTransfer, n, k, last);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
     const size_t offset =
@@ -218,9 +225,11 @@ void CentralFreeList::InsertRange(void* start, int n) {
   {
     SpinLockHolder h(&lock_);
     void* obj = start;
+    void* prev = nullptr;
     for (int i = 0; i < n; ++i) {
       Span* span;
       if (checks_) {
+        if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, i, prev);
         size_t index;
         span = CheckObject(obj, &index, kIntoSpans);
         if (span->free_bits != nullptr) {
@@ -258,6 +267,7 @@ void CentralFreeList::InsertRange(void* start, int n) {
         span->next = to_release;
         to_release = span;
       }
+      prev = obj;
       obj = next;
     }
   }

@@ -91,6 +91,7 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void NotOfThisClass(void* obj, const char* call) const;
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
+  [[noreturn]] TCM_NOINLINE void ChainEndsEarly(const char* call, int n, int k, const void* last) const;
   // Crashes if obj is among the first k objects of the chain at start.
   TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it

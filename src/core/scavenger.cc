@@ -28,6 +28,9 @@ void Scavenger::MaybeMaintain() {
 void Scavenger::Maintain(uint64_t now) {
   if (!lock_.TryLock()) return;  // someone else is doing it
   last_run_.store(now, std::memory_order_relaxed);
+  // CPUs whose threads went quiet give their caches back first, so what they held can
+  // reach the spans (and the page heap) in this same pass.
+  g_cpu_cache.Maintain(now);
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCacheIfIdle();
   const uint64_t idle = idle_time();
   {

@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "platform/os.h"
+
 namespace tcm {
 
 static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
@@ -13,7 +15,7 @@ void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, 
     lists_[cl] = FreeList{nullptr, 0, 1, 0, 0, static_cast<uint32_t>(SizeMap::ClassSize(cl)), 0};
   lists_[0] = FreeList{};
   max_size_ = max_size;
-  room_ = static_cast<intptr_t>(max_size);
+  SetRoom(0);
 }
 
 void* ThreadCache::FetchFromCentral(size_t cl) {
@@ -98,7 +100,17 @@ void ThreadCache::CheckSize() {
     Scavenge();
     return;
   }
-  room_ = static_cast<intptr_t>(max_size_ - held);
+  SetRoom(held);
+}
+
+void ThreadCache::Shed(size_t bytes) {
+  for (size_t cl = kNumClasses - 1; cl >= 1 && bytes > 0; --cl) {
+    FreeList* l = &lists_[cl];
+    const size_t held = static_cast<size_t>(l->length) * SizeMap::ClassSize(cl);
+    if (held == 0) continue;
+    ReleaseToCentral(l, cl, l->length);
+    bytes = held < bytes ? bytes - held : 0;
+  }
 }
 
 void ThreadCache::Scavenge() {
@@ -117,9 +129,15 @@ void ThreadCache::Scavenge() {
     }
     l->lowater = l->length;
   }
+  last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   registry_->GrowBudget(this);
-  const size_t held = size();
-  room_ = held < max_size_ ? static_cast<intptr_t>(max_size_ - held) : 0;
+  ApplyThefts();
+  size_t held = size();
+  if (held > max_size_ + kOverBudgetSlack) {
+    Shed(held - max_size_);
+    held = size();
+  }
+  SetRoom(held);
 }
 
 void ThreadCache::ReleaseAll() {
@@ -136,10 +154,13 @@ ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central)
   ThreadCache* tc = alloc_.New(arena);
   if (tc == nullptr) return nullptr;
   new (tc) ThreadCache();
-  // Start small so idle threads hold little; take from the unclaimed budget if we can.
+  // Start small so idle threads hold little, and only from the unclaimed budget: the total
+  // is a promise for every thread, including the thousandth.
   size_t start = kStartCacheSize;
+  if (unclaimed_ < static_cast<intptr_t>(start)) start = unclaimed_ > 0 ? static_cast<size_t>(unclaimed_) : 0;
   unclaimed_ -= static_cast<intptr_t>(start);
   tc->Init(central, this, start);
+  tc->last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   tc->next_ = head_;
   if (head_ != nullptr) head_->prev_ = tc;
   head_ = tc;
@@ -165,12 +186,16 @@ void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
     tc->SetMaxSize(tc->max_size_ + kStealAmount);
     return;
   }
-  // Steal from the next cache round-robin; skip ourselves and caches already at the floor.
+  // Steal from the next cache round-robin; skip ourselves, caches already at the floor, and
+  // idle ones (they would keep their objects: only a running owner applies a theft).
+  const uint64_t now = os::MonotonicCoarseNs();
   for (size_t tries = 0; tries < count_; ++tries) {
     if (next_victim_ == nullptr) next_victim_ = head_;
     ThreadCache* victim = next_victim_;
     next_victim_ = victim->next_;
     if (victim == tc || victim->max_size() < min_per_thread_ + kStealAmount) continue;
+    const uint64_t last = victim->last_active_ns_.load(std::memory_order_relaxed);
+    if (now > last && now - last > kIdleThreadNs) continue;
     // The victim applies its smaller budget at its next collection.
     victim->stolen_.fetch_add(kStealAmount, std::memory_order_relaxed);
     tc->SetMaxSize(tc->max_size_ + kStealAmount);

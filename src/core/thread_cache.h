@@ -9,9 +9,13 @@
 // Garbage collection moves L/2 objects back, L being the list's low-water mark since the
 // previous collection.
 //
-// Budgets: each cache starts with max_size kStartCacheSize and grows by kStealAmount at
-// each collection, taken from the unclaimed part of the total budget or, when none is
-// left, stolen round-robin from other caches (ThreadCacheRegistry).
+// Budgets: each cache starts with max_size kStartCacheSize (or what is left unclaimed of the
+// total, possibly 0) and grows by kStealAmount at each collection, taken from the unclaimed
+// part of the total budget or, when none is left, stolen round-robin from other caches that
+// are active (ThreadCacheRegistry). A cache never holds more than its budget plus
+// kOverBudgetSlack for long: the sum over all caches stays within the total plus a slack
+// per thread, idle threads included, because a budget only moves away from a thread that
+// is running and will apply it at its next collection.
 //
 // Locking: a cache is only touched by its own thread, except max_size_ (written by stealers
 // under the registry lock, read racily by the owner) and size stats (read racily).
@@ -34,6 +38,14 @@ inline constexpr size_t kMinCacheSize = 64 * 1024;
 inline constexpr size_t kStealAmount = 64 * 1024;
 inline constexpr size_t kDefaultMaxTotalCacheSize = 16 << 20;
 inline constexpr uint32_t kMaxOverages = 3;
+// A cache may hold this much beyond its budget before it sheds whole lists (the L/2 rule
+// alone never empties a list a thread keeps using), and rechecks at least every kMinRoom
+// bytes freed, so a cache with no budget does not walk its lists on every free.
+inline constexpr size_t kOverBudgetSlack = 32 * 1024;
+inline constexpr intptr_t kMinRoom = 4 * 1024;
+// A cache whose owner reached no slow path for this long is idle: its budget is not
+// stolen, because only the owner can give back the objects it holds (no lock on its lists).
+inline constexpr uint64_t kIdleThreadNs = 1'000'000'000;
 inline constexpr uint32_t kMaxListLength = 8192;
 
 class ThreadCacheRegistry;
@@ -97,6 +109,12 @@ class ThreadCache {
   // cache: memory a thread gives up for good (exit, idle) should free whole spans, not sit
   // in batches that pin spans all over the heap.
   void ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans = false);
+  // Gives back whole lists, biggest classes first, until `bytes` are gone.
+  void Shed(size_t bytes);
+  void SetRoom(size_t held) {
+    const intptr_t room = held < max_size_ ? static_cast<intptr_t>(max_size_ - held) : 0;
+    room_ = room < kMinRoom ? kMinRoom : room;
+  }
   // Owner only.
   void SetMaxSize(size_t new_max) {
     room_ += static_cast<intptr_t>(new_max) - static_cast<intptr_t>(max_size_);
@@ -109,6 +127,7 @@ class ThreadCache {
   }
 
   size_t max_size_ = 0;          // written by the owner only
+  std::atomic<uint64_t> last_active_ns_{0};  // owner's last collection (or creation)
   std::atomic<size_t> stolen_{0};  // budget taken by other threads, applied by the owner
   CentralFreeList* central_ = nullptr;
   ThreadCacheRegistry* registry_ = nullptr;

@@ -1,11 +1,10 @@
 #include "heapcheck/heap_check_modules.h"
 
-#include <link.h>
-
 #include <algorithm>
 #include <cstring>
 
-#include "api/globals.h"
+#include "api/introspection.h"
+#include "platform/modules.h"
 
 namespace tcm::heapcheck {
 
@@ -48,29 +47,23 @@ struct ModuleCollector {
   const char* ignore_libs;
 };
 
-int OnModule(struct dl_phdr_info* info, size_t, void* arg) {
+void OnModule(const os::LoadedModule& mod, void* arg) {
   auto* c = static_cast<ModuleCollector*>(arg);
   ModuleInfo m{};
-  const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
-  strncpy(m.path, name, sizeof(m.path) - 1);
+  strncpy(m.path, mod.path, sizeof(m.path) - 1);
   m.lo = ~uintptr_t{0};
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (ph.p_type == PT_LOAD) {
-      if (lo < m.lo) m.lo = lo;
-      if (lo + ph.p_memsz > m.hi) m.hi = lo + ph.p_memsz;
-      if ((ph.p_flags & PF_W) != 0 && m.num_writable < 4)
-        m.writable[m.num_writable++] = Range{Hide(lo), Hide(lo + ph.p_memsz)};
-    } else if (ph.p_type == PT_TLS) {
-      m.tls_size = ph.p_memsz;
-    }
+  for (int i = 0; i < mod.num_segments; ++i) {
+    const os::LoadedModule::Segment& seg = mod.segments[i];
+    if (seg.start < m.lo) m.lo = seg.start;
+    if (seg.start + seg.size > m.hi) m.hi = seg.start + seg.size;
+    if (seg.writable && m.num_writable < 4) m.writable[m.num_writable++] = Range{Hide(seg.start), Hide(seg.start + seg.size)};
   }
+  m.tls_size = mod.tls_size;
   // Static TLS sits just below the thread pointer; a block elsewhere is dynamic TLS (a
   // heap object reached through the thread's DTV), or not allocated in this thread yet.
-  const uintptr_t data = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+  const uintptr_t data = mod.tls_block;
   if (m.tls_size > 0 && data != 0 && data < c->tp && c->tp - data < (uintptr_t{64} << 20) &&
-      g_pagemap.GetSpan(PageId::FromAddr(data)) == nullptr) {
+      !introspection::IsHeapMemory(data)) {
     m.tls_offset = static_cast<intptr_t>(data - c->tp);
   } else {
     m.tls_size = 0;
@@ -79,14 +72,13 @@ int OnModule(struct dl_phdr_info* info, size_t, void* arg) {
   m.system = IsSystemLibrary(m.path);
   m.ignored = IsIgnoredLibrary(m.path, c->ignore_libs);
   if (m.lo < m.hi) c->out->Push(m);
-  return 0;
 }
 
 }  // namespace
 
 void CollectModules(const char* ignore_libs, MappedArray<ModuleInfo>* out) {
   ModuleCollector c{out, reinterpret_cast<uintptr_t>(__builtin_thread_pointer()), ignore_libs};
-  dl_iterate_phdr(&OnModule, &c);
+  os::ForEachLoadedModule(&OnModule, &c);
   std::sort(out->begin(), out->end(), [](const ModuleInfo& a, const ModuleInfo& b) { return a.lo < b.lo; });
 }
 

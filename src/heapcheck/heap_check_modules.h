@@ -3,7 +3,7 @@
 // "system" (the C and C++ runtimes, the dynamic loader, this library: their data is
 // bookkeeping, a root at every level) or ignored (HEAP_CHECK_IGNORE_LIBS).
 //
-// CollectModules walks dl_iterate_phdr, which takes the dynamic loader's lock: call it
+// CollectModules walks os::ForEachLoadedModule (dl_iterate_phdr), which takes the dynamic loader's lock: call it
 // before taking the checker's lock (heap_checker.h, SYNCHRONIZATION), never while other
 // threads are stopped.
 #ifndef TCMALLOC_HEAP_CHECK_MODULES_H_
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 namespace tcm::heapcheck {
 

@@ -7,9 +7,6 @@
 
 #include <cxxabi.h>
 #include <elf.h>
-#include <link.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -18,6 +15,8 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "platform/files.h"
+#include "platform/modules.h"
 #include "platform/os.h"
 
 namespace tcm::heapcheck {
@@ -65,7 +64,7 @@ class Out {
   void Write(const char* s, size_t n) {
     if (used_ + n > sizeof(buf_)) Flush();
     if (n > sizeof(buf_)) {
-      ok_ &= fd_ == 2 ? (os::WriteStderr(s, n), true) : sys::WriteAll(fd_, s, n);
+      ok_ &= fd_ == 2 ? (os::WriteStderr(s, n), true) : os::WriteAllFd(fd_, s, n);
       return;
     }
     std::memcpy(buf_ + used_, s, n);
@@ -74,7 +73,7 @@ class Out {
   void Flush() {
     if (used_ == 0) return;
     if (fd_ == 2) os::WriteStderr(buf_, used_);
-    else ok_ &= sys::WriteAll(fd_, buf_, used_);
+    else ok_ &= os::WriteAllFd(fd_, buf_, used_);
     used_ = 0;
   }
   bool ok() const { return ok_; }
@@ -89,10 +88,10 @@ class Out {
 // Names of functions by address, from the loaded files' own symbol tables.
 class Symbolizer {
  public:
-  Symbolizer() { dl_iterate_phdr(&Symbolizer::OnModule, this); }
+  Symbolizer() { os::ForEachLoadedModule(&Symbolizer::OnModule, this); }
   ~Symbolizer() {
     for (const Module& m : modules_)
-      if (m.file != nullptr) sys::UnmapFile(m.file, m.file_size);
+      if (m.file != nullptr) os::Unmap(const_cast<void*>(m.file), m.file_size);
   }
 
   // Writes "name+0xoff (file)" or "(file+0xoff)" for pc into buf.
@@ -126,27 +125,22 @@ class Symbolizer {
     bool tried;
   };
 
-  static int OnModule(struct dl_phdr_info* info, size_t, void* arg) {
+  static void OnModule(const os::LoadedModule& mod, void* arg) {
     auto* self = static_cast<Symbolizer*>(arg);
     Module m{};
-    m.bias = info->dlpi_addr;
+    m.bias = mod.bias;
     m.lo = ~uintptr_t{0};
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-      const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-      if (ph.p_type != PT_LOAD) continue;
-      m.lo = std::min<uintptr_t>(m.lo, info->dlpi_addr + ph.p_vaddr);
-      m.hi = std::max<uintptr_t>(m.hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    for (int i = 0; i < mod.num_segments; ++i) {
+      m.lo = std::min<uintptr_t>(m.lo, mod.segments[i].start);
+      m.hi = std::max<uintptr_t>(m.hi, mod.segments[i].start + mod.segments[i].size);
     }
-    const char* name = info->dlpi_name;
-    if (name == nullptr || name[0] == '\0') {
+    if (mod.path[0] == '\0') {
       // The main program: its own name is only known through /proc.
-      const ssize_t r = readlink("/proc/self/exe", m.path, sizeof(m.path) - 1);
-      m.path[r > 0 ? r : 0] = '\0';
+      os::ReadLink("/proc/self/exe", m.path, sizeof(m.path));
     } else {
-      std::strncpy(m.path, name, sizeof(m.path) - 1);
+      std::strncpy(m.path, mod.path, sizeof(m.path) - 1);
     }
     if (m.lo < m.hi) self->modules_.Push(m);
-    return 0;
   }
 
   Module* ModuleOf(uintptr_t pc) {
@@ -159,7 +153,7 @@ class Symbolizer {
     if (m->tried) return m->file != nullptr;
     m->tried = true;
     if (m->path[0] != '/') return false;  // the vDSO and other pseudo files
-    m->file = sys::MapFileReadOnly(m->path, &m->file_size);
+    m->file = os::MapFileReadOnly(m->path, &m->file_size);
     return m->file != nullptr;
   }
 
@@ -206,7 +200,7 @@ class Symbolizer {
 }  // namespace
 
 bool WriteLeakProfile(const LeakSet& leaks, const char* path, bool identify) {
-  int fd = sys::OpenWriteTruncate(path);
+  const int fd = os::OpenForWriting(path);
   if (fd < 0) return false;
   bool ok;
   {
@@ -234,7 +228,7 @@ bool WriteLeakProfile(const LeakSet& leaks, const char* path, bool identify) {
     out.Flush();
     ok = out.ok();
   }
-  sys::Close(fd);
+  os::CloseFd(fd);
   return ok;
 }
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 #include "heapcheck/heap_check_table.h"
 
 namespace tcm::heapcheck {

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "api/allocation.h"
-#include "api/globals.h"
+#include "api/introspection.h"
+#include "platform/threads.h"
 
 namespace tcm::heapcheck {
 
@@ -76,12 +76,6 @@ void AddRevealed(MappedArray<Range>* list, uintptr_t lo, uintptr_t hi) {
 
 // The allocator's own globals: transfer-cache slots keep stale pointers to objects that
 // have since been handed out again, and none of this is program data.
-template <typename T>
-void AddObjectRange(MappedArray<Range>* list, const T* obj, size_t count = 1) {
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(obj);
-  AddRevealed(list, lo, lo + sizeof(T) * count);
-}
-
 uintptr_t ParseHex(const char** s) {
   uintptr_t v = 0;
   const char* p = *s;
@@ -105,8 +99,9 @@ bool LivenessScan::Build(AllocTable* table) {
     const uintptr_t a = Reveal(r->key);
     // The usable size, not the requested one: realloc may have grown the block in place
     // without telling the hooks, and the program may have stored pointers up to its end.
-    const size_t usable = OwnedSize(reinterpret_cast<void*>(a));
-    if (usable == 0) return;  // not a live block: never read it
+    const introspection::HeapBlock block = introspection::FindHeapBlockWhileLocked(a);
+    if (block.start != a) return;  // not a live block: never read it
+    const size_t usable = block.size;
     objects_.Push(ScanObject{r->key, Hide(a + usable), r, false, false});
   });
   std::sort(objects_.begin(), objects_.end(),
@@ -150,18 +145,23 @@ bool LivenessScan::GatherMemoryMap() {
     e.hi = Hide(hi);
     if (lo < hi && !maps_.Push(e)) return false;
   }
-  // The page heap's memory, from its spans (free or in use): every page it manages
-  // belongs to exactly one span. Adjacent spans are merged as they come, in address order.
+  // The page heap's memory, from its runs (free or in use): every page it manages
+  // belongs to exactly one run. Adjacent spans are merged as they come, in address order.
   heap_.Clear();
-  bool ok = true;
-  g_pageheap.ForEachSpanFrom(PageId{0}, [&](Span* s) {
-    const uintptr_t lo = Hide(s->start_addr());
-    const uintptr_t hi = Hide(s->start_addr() + s->length.bytes());
-    if (!heap_.empty() && heap_.back().hi == lo) heap_.back().hi = hi;
-    else ok &= heap_.Push(Range{lo, hi});
-    return true;
-  });
-  return ok;
+  struct Ctx {
+    MappedArray<Range>* heap;
+    bool ok;
+  } ctx{&heap_, true};
+  introspection::ForEachHeapRun(
+      [](uintptr_t run_lo, uintptr_t run_hi, void* arg) {
+        auto* c = static_cast<Ctx*>(arg);
+        const uintptr_t lo = Hide(run_lo);
+        const uintptr_t hi = Hide(run_hi);
+        if (!c->heap->empty() && c->heap->back().hi == lo) c->heap->back().hi = hi;
+        else c->ok &= c->heap->Push(Range{lo, hi});
+      },
+      &ctx);
+  return ctx.ok;
 }
 
 const MapEntry* LivenessScan::EntryContaining(uintptr_t addr) const {
@@ -247,7 +247,7 @@ void LivenessScan::ScanMemory(uintptr_t from, uintptr_t hi, bool copy) {
   uintptr_t p = lo;
   while (p + sizeof(uintptr_t) <= hi) {
     const size_t want = std::min<uintptr_t>(kCopyChunk, hi - p);
-    const long got = sys::CopyFromSelf(buf, p, want);
+    const long got = os::CopyFromSelf(buf, p, want);
     if (got < 0) {  // the call is unavailable here: read directly from now on
       copy_ok_ = false;
       scan_block(reinterpret_cast<const char*>(p), hi - p);
@@ -285,12 +285,12 @@ uintptr_t LivenessScan::FindDeadDescriptor(const MapEntry& e) const {
   for (size_t done = 0; done < pages;) {
     const size_t n = std::min<size_t>(sizeof(resident), pages - done);
     const uintptr_t chunk_lo = hi - (done + n) * kPage;
-    if (!sys::Residency(chunk_lo, n, resident)) __builtin_memset(resident, 1, n);
+    if (!os::PageResidency(chunk_lo, n, resident)) __builtin_memset(resident, 1, n);
     for (size_t k = n; k-- > 0;) {
       if ((resident[k] & 1) == 0) continue;  // never touched (or swapped): no descriptor
       const uintptr_t pg = chunk_lo + k * kPage;
       if (copy_ok_) {
-        if (sys::CopyFromSelf(page, pg, kPage) != static_cast<long>(kPage)) continue;
+        if (os::CopyFromSelf(page, pg, kPage) != static_cast<long>(kPage)) continue;
       } else {
         __builtin_memcpy(page, reinterpret_cast<const void*>(pg), kPage);
       }
@@ -326,13 +326,9 @@ void LivenessScan::ComputeRoots(const ScanConfig& config, const ModuleInfo* modu
   // H: never roots.
   MappedArray<Range> never;
   Append(&never, heap_);
-  AddObjectRange(&never, &g_central[0], kNumClasses);
-  AddObjectRange(&never, &g_caches);
-  AddObjectRange(&never, &g_pageheap);
-  AddObjectRange(&never, &g_pagemap);
-  AddObjectRange(&never, &g_samples);
-  AddObjectRange(&never, &g_arena);
-  AddObjectRange(&never, &g_empty_cache);
+  introspection::ForEachAllocatorStatic(
+      [](uintptr_t lo, uintptr_t hi, void* list) { AddRevealed(static_cast<MappedArray<Range>*>(list), lo, hi); },
+      &never);
   threads.AddOwnMemory(&never);
   Append(&never, own_);
   never.Push(objects_.Extent());

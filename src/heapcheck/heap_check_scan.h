@@ -32,7 +32,7 @@
 #include <cstdint>
 
 #include "heapcheck/heap_check_modules.h"
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 #include "heapcheck/heap_check_table.h"
 #include "heapcheck/thread_list.h"
 

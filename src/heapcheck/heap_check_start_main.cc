@@ -18,10 +18,11 @@
 //                   Without that option the wrapper is simply unused, and the check runs
 //                   from the checker's destructor, after global destructors.
 // TCM_HEAPCHECK_WRAP selects the second form (heap_check_start_main_wrap.cc).
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include "heapcheck/heap_checker.h"
+#include "platform/modules.h"
+#include "platform/os.h"
 
 namespace {
 using StartMain = int (*)(tcm::heapcheck::MainFunction, int, char**, void (*)(), void (*)(), void (*)(), void*);
@@ -43,10 +44,10 @@ extern "C" __attribute__((visibility("default"))) int __wrap___libc_start_main(
 extern "C" __attribute__((visibility("default"))) int __libc_start_main(tcm::heapcheck::MainFunction main, int argc,
                                                                       char** argv, void (*init)(), void (*fini)(),
                                                                       void (*rtld_fini)(), void* stack_end) {
-  auto real = reinterpret_cast<StartMain>(dlsym(RTLD_NEXT, "__libc_start_main"));
+  auto real = reinterpret_cast<StartMain>(tcm::os::NextSymbol("__libc_start_main"));
   if (real == nullptr) {
     static const char kMsg[] = "tcmalloc: heap checker: glibc's __libc_start_main not found\n";
-    (void)!write(2, kMsg, sizeof(kMsg) - 1);
+    tcm::os::WriteStderr(kMsg, sizeof(kMsg) - 1);
     _exit(127);
   }
   return real(tcm::heapcheck::WrapMain(main), argc, argv, init, fini, rtld_fini, stack_end);

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "platform/os.h"
+
 namespace tcm::heapcheck {
 
 namespace {
@@ -110,7 +112,7 @@ uint32_t StackTable::Intern(void* const* pcs, int depth) {
   }
   uintptr_t* copy = nullptr;
   if (depth > 0) {
-    copy = static_cast<uintptr_t*>(pool_.Alloc(static_cast<size_t>(depth) * sizeof(uintptr_t), 8));
+    copy = static_cast<uintptr_t*>(pool_.Alloc(static_cast<size_t>(depth) * sizeof(uintptr_t)));
     if (copy == nullptr) return kNone;
     std::memcpy(copy, pcs, static_cast<size_t>(depth) * sizeof(uintptr_t));
   }
@@ -127,6 +129,23 @@ int StackTable::Get(uint32_t id, const uintptr_t** pcs) const {
   }
   *pcs = entries_[id].pcs;
   return static_cast<int>(entries_[id].depth);
+}
+
+void* StackTable::Pool::Alloc(size_t bytes) {
+  bytes = (bytes + 7) & ~size_t{7};
+  if (bytes > left_) {
+    // A request bigger than a chunk gets a mapping of its own size; the rest of the current
+    // chunk is abandoned either way (stacks are at most 64 words: rare and small).
+    const size_t want = bytes > kChunk ? (bytes + 4095) & ~size_t{4095} : kChunk;
+    void* mem = os::MapAnonymous(want);
+    if (mem == nullptr) return nullptr;
+    cur_ = static_cast<char*>(mem);
+    left_ = want;
+  }
+  void* p = cur_;
+  cur_ += bytes;
+  left_ -= bytes;
+  return p;
 }
 
 }  // namespace tcm::heapcheck

@@ -3,14 +3,14 @@
 // AllocTable: address -> (size, allocation stack, serial number, flags), an open-addressing
 // hash table with linear probing and backward-shift deletion (no tombstones, so a program
 // that allocates and frees forever keeps short probe chains). Addresses are stored hidden
-// (heap_check_sys.h), so the table itself can never look like a root that points at the
+// (heap_check_memory.h), so the table itself can never look like a root that points at the
 // objects it describes.
 //
 // StackTable: interns allocation stacks. Each distinct stack is stored once; records refer
 // to it by a 32-bit id. Stack memory is append-only and never moves, so a stack read by id
 // stays valid without the lock once the id is known.
 //
-// Memory comes from anonymous mappings (MappedArray, Arena), never from malloc: these
+// Memory comes from anonymous mappings (MappedArray and a chunk pool), never from malloc: these
 // tables are updated from inside malloc and free. Not thread-safe: the checker's lock
 // guards both.
 #ifndef TCMALLOC_HEAP_CHECK_TABLE_H_
@@ -19,8 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/arena.h"
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 namespace tcm::heapcheck {
 
@@ -87,7 +86,20 @@ class StackTable {
 
   MappedArray<Entry> entries_;    // by id
   MappedArray<uint32_t> index_;   // open addressing over ids (kNone = empty)
-  Arena pool_;                    // the return addresses themselves
+  // The return addresses themselves: carved from anonymous chunks that are never given
+  // back (entries point into them for good).
+  class Pool {
+   public:
+    constexpr Pool() = default;
+    // 8-byte aligned memory, or nullptr if the OS refused.
+    void* Alloc(size_t bytes);
+
+   private:
+    static constexpr size_t kChunk = 256 * 1024;
+    char* cur_ = nullptr;
+    size_t left_ = 0;
+  };
+  Pool pool_;
 };
 
 }  // namespace tcm::heapcheck

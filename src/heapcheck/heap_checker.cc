@@ -21,9 +21,7 @@
 // free() keeps calling our hook until the very end of the process.
 #include "heapcheck/heap_checker.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,19 +33,20 @@
 #include <cstring>
 #include <new>
 
-#include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
-#include "api/globals.h"
+#include "api/introspection.h"
 #include "gperftools/heap-checker.h"
 #include "gperftools/malloc_hook_c.h"
 #include "heapcheck/heap_check_report.h"
 #include "heapcheck/heap_check_modules.h"
 #include "heapcheck/heap_check_scan.h"
 #include "heapcheck/heap_check_stack.h"
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 #include "heapcheck/heap_check_table.h"
+#include "platform/modules.h"
 #include "platform/os.h"
+#include "platform/threads.h"
 #include "platform/stack_trace.h"
 #include "heapcheck/thread_list.h"
 
@@ -65,24 +64,19 @@ namespace {
 
 enum class Mode { kOff, kMinimal, kNormal, kStrict, kDraconian, kAsIs, kLocal };
 
+// The level and what it presets; every other flag is read from the options table
+// (HeapCheckerOptions: g_opts, set once by Init).
 struct Flags {
   Mode mode = Mode::kOff;
-  bool after_destructors = false;   // HEAP_CHECK_AFTER_DESTRUCTORS
-  bool thread_live = true;          // HEAP_CHECK_IGNORE_THREAD_LIVE
-  bool global_live = true;          // HEAP_CHECK_IGNORE_GLOBAL_LIVE
-  int64_t max_leaks = 20;           // HEAP_CHECK_MAX_LEAKS
-  bool identify_leaks = false;      // HEAP_CHECK_IDENTIFY_LEAKS
-  bool test_alignment = false;      // HEAP_CHECK_TEST_POINTER_ALIGNMENT
-  int64_t source_alignment = 8;     // HEAP_CHECK_POINTER_SOURCE_ALIGNMENT
-  int64_t max_pointer_offset = 1024;  // HEAP_CHECK_MAX_POINTER_OFFSET
-  int64_t stack_depth = 32;         // HEAP_CHECK_STACK_DEPTH
-  char dump_directory[256] = "/tmp";  // HEAP_CHECK_DUMP_DIRECTORY
-  char pprof_path[256] = "pprof";   // PPROF_PATH
-  char ignore_libs[1024] = "";      // HEAP_CHECK_IGNORE_LIBS
-  int64_t verbose = 0;              // PERFTOOLS_VERBOSE
+  bool after_destructors = false;  // HEAP_CHECK_AFTER_DESTRUCTORS, or the level's preset
+  bool thread_live = true;         // HEAP_CHECK_IGNORE_THREAD_LIVE, or the level's preset
+  bool global_live = true;         // HEAP_CHECK_IGNORE_GLOBAL_LIVE, or the level's preset
+  int64_t source_alignment = 8;    // HEAP_CHECK_POINTER_SOURCE_ALIGNMENT, a power of two
 };
 
 constinit Flags g_flags;
+constinit const HeapCheckerOptions kDefaultOptions;
+constinit const HeapCheckerOptions* g_opts = &kDefaultOptions;  // the table's, once Init ran
 constinit SpinLock g_lock;  // the checker lock (heap_checker.h, SYNCHRONIZATION)
 constinit std::atomic<bool> g_active{false};
 constinit bool g_initialized = false;
@@ -119,33 +113,6 @@ __attribute__((format(printf, 1, 2))) void Say(const char* fmt, ...) {
 
 // ---- flags ----
 
-bool EnvValue(const char* name, char* buf, size_t len) { return os::GetEnv(name, buf, len) && buf[0] != '\0'; }
-
-bool EnvBool(const char* name, bool def) {
-  char v[32];
-  if (!EnvValue(name, v, sizeof(v))) return def;
-  for (char* p = v; *p; ++p)
-    if (*p >= 'A' && *p <= 'Z') *p = static_cast<char>(*p - 'A' + 'a');
-  if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "t")) return true;
-  if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "f")) return false;
-  Log("heap checker: ignoring %s=%s (not a boolean)", name, v);
-  return def;
-}
-
-int64_t EnvInt(const char* name, int64_t def, int64_t lo, int64_t hi) {
-  char v[32];
-  if (!EnvValue(name, v, sizeof(v))) return def;
-  char* end = nullptr;
-  errno = 0;
-  const long long x = strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
-    Log("heap checker: ignoring %s=%s (want an integer in [%lld, %lld])", name, v, static_cast<long long>(lo),
-        static_cast<long long>(hi));
-    return def;
-  }
-  return x;
-}
-
 bool ParseMode(const char* s, Mode* mode) {
   static const struct {
     const char* name;
@@ -163,10 +130,10 @@ bool ParseMode(const char* s, Mode* mode) {
 
 // The levels are presets of the three liveness knobs, as in gperftools; "as-is" and
 // "local" take the knobs from the environment.
-void LoadFlags(Flags* f) {
-  f->after_destructors = EnvBool("HEAP_CHECK_AFTER_DESTRUCTORS", false);
-  f->thread_live = EnvBool("HEAP_CHECK_IGNORE_THREAD_LIVE", true);
-  f->global_live = EnvBool("HEAP_CHECK_IGNORE_GLOBAL_LIVE", true);
+void LoadFlags(const HeapCheckerOptions& o, Flags* f) {
+  f->after_destructors = o.after_destructors;
+  f->thread_live = o.ignore_thread_live;
+  f->global_live = o.ignore_global_live;
   switch (f->mode) {
     case Mode::kMinimal:
     case Mode::kNormal:
@@ -184,20 +151,11 @@ void LoadFlags(Flags* f) {
     default:
       break;
   }
-  f->max_leaks = EnvInt("HEAP_CHECK_MAX_LEAKS", 20, INT32_MIN, INT32_MAX);
-  f->identify_leaks = EnvBool("HEAP_CHECK_IDENTIFY_LEAKS", false);
-  f->test_alignment = EnvBool("HEAP_CHECK_TEST_POINTER_ALIGNMENT", false);
-  f->source_alignment = EnvInt("HEAP_CHECK_POINTER_SOURCE_ALIGNMENT", 8, 1, 8);
+  f->source_alignment = o.pointer_source_alignment;
   if ((f->source_alignment & (f->source_alignment - 1)) != 0) {
     Log("heap checker: HEAP_CHECK_POINTER_SOURCE_ALIGNMENT must be 1, 2, 4 or 8; using 8");
     f->source_alignment = 8;
   }
-  f->max_pointer_offset = EnvInt("HEAP_CHECK_MAX_POINTER_OFFSET", 1024, -1, INT64_MAX);
-  f->stack_depth = EnvInt("HEAP_CHECK_STACK_DEPTH", 32, 1, os::kMaxStackDepth);
-  EnvValue("HEAP_CHECK_DUMP_DIRECTORY", f->dump_directory, sizeof(f->dump_directory));
-  EnvValue("PPROF_PATH", f->pprof_path, sizeof(f->pprof_path));
-  EnvValue("HEAP_CHECK_IGNORE_LIBS", f->ignore_libs, sizeof(f->ignore_libs));
-  f->verbose = EnvInt("PERFTOOLS_VERBOSE", 0, INT32_MIN, INT32_MAX);
 }
 
 // ---- recording allocations ----
@@ -206,7 +164,7 @@ void NewHook(const void* ptr, size_t size) {
   if (ptr == nullptr || !g_active.load(std::memory_order_relaxed)) return;
   // Unwinding may take the dynamic loader's lock: do it before taking ours.
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureAllocStack(pcs, static_cast<int>(g_flags.stack_depth));
+  const int depth = CaptureAllocStack(pcs, static_cast<int>(g_opts->stack_depth));
   if (TCM_UNLIKELY(Probing())) return;
   const uint32_t flags = tls_disabled > 0 ? uint32_t{kDisabled} : uint32_t{0};
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
@@ -233,17 +191,7 @@ void DeleteHook(const void* ptr) {
 // Start of the heap block containing p (p itself for a block start), or 0 if p is not in
 // a block the allocator handed out. REQUIRES g_lock (so the block cannot be freed under a
 // recorded pointer).
-uintptr_t BlockStart(uintptr_t p) {
-  if (p == 0 || (p >> kAddressBits) != 0) return 0;
-  SpinLockHolder h(g_pageheap.lock());
-  const Span* span = g_pagemap.GetSpan(PageId::FromAddr(p));
-  if (span == nullptr || span->location != Span::kInUse) return 0;
-  const uintptr_t start = span->start_addr();
-  if (p < start || p >= start + span->length.bytes()) return 0;
-  if (span->sizeclass == 0) return start;
-  const size_t size = SizeMap::ClassSize(span->sizeclass);
-  return start + (p - start) / size * size;
-}
+uintptr_t BlockStart(uintptr_t p) { return introspection::FindHeapBlock(p).start; }
 
 AllocRecord* FindObjectLocked(const void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
@@ -300,19 +248,17 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
                                   uintptr_t self_sp) {
   CheckResult result;
   MappedArray<ModuleInfo> modules;
-  CollectModules(g_flags.ignore_libs, &modules);  // before the lock: takes the dynamic loader's lock
+  CollectModules(g_opts->ignore_libs, &modules);  // before the lock: takes the dynamic loader's lock
 
   ScanConfig config;
   config.global_live = g_flags.global_live;
   config.thread_live = g_flags.thread_live;
   config.source_alignment = static_cast<size_t>(g_flags.source_alignment);
-  config.max_pointer_offset = g_flags.max_pointer_offset;
+  config.max_pointer_offset = g_opts->max_pointer_offset;
   config.self_sp = self_sp;
   config.self_tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
   config.tcb_size = g_tcb_size;
-  stack_t alt;
-  if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_DISABLE) == 0)
-    config.self_altstack = reinterpret_cast<uintptr_t>(alt.ss_sp);
+  config.self_altstack = os::AltSignalStack();
 
   LivenessScan scan;
   ThreadList threads;
@@ -324,7 +270,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
   int other_threads = 0, not_stopped = 0;
   {
     g_lock.Lock();
-    LockAll();
+    introspection::LockAllocator();
     built = scan.Build(g_table);
     scan.ExcludeFromRoots(g_table->Extent());
     if (built) {
@@ -339,7 +285,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         if (o.live || o.root || o.record->serial < start_serial) continue;
         leaks.Add(Reveal(o.start), o.record->size, o.record->stack);
       }
-      if (!leaks.empty() && g_flags.test_alignment && config.source_alignment > 1) {
+      if (!leaks.empty() && g_opts->test_pointer_alignment && config.source_alignment > 1) {
         ScanConfig any = config;
         any.source_alignment = 1;
         ScanStats ignored;
@@ -359,7 +305,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
     other_threads = threads.count();
     not_stopped = threads.not_stopped();
     threads.ResumeAll();
-    UnlockAll();
+    introspection::UnlockAllocator();
     g_lock.Unlock();
   }
 
@@ -371,7 +317,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         !built ? "out of memory" : "cannot read /proc/self/maps");
     return result;
   }
-  if (g_flags.verbose > 0) {
+  if (g_opts->verbose > 0) {
     Say("Heap check \"%s\": %lu allocations recorded, %lu objects live, %zu root ranges (%zu bytes), %d other threads "
         "(%d not stopped), %zu exited threads' stacks skipped, %s\n",
         name, static_cast<unsigned long>(recorded), static_cast<unsigned long>(live_objects), stats.root_ranges, stats.root_bytes, other_threads,
@@ -379,7 +325,7 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
         stats.copied_safely ? "roots copied with process_vm_readv" : "roots read directly");
   }
   if (leaks.empty()) {
-    if (!is_main || g_flags.verbose > 0)
+    if (!is_main || g_opts->verbose > 0)
       Say("No leaks found for check \"%s\" (but no 100%% guarantee that there aren't any): "
           "found %lu reachable heap objects of %lu bytes\n",
           name, static_cast<unsigned long>(live_objects), static_cast<unsigned long>(live_bytes));
@@ -390,16 +336,16 @@ TCM_NOINLINE CheckResult RunCheck(const char* name, uint64_t start_serial, bool 
   result.leaked_objects = leaks.total_objects();
 
   char path[512];
-  snprintf(path, sizeof(path), "%s/%s.%d.%s-end.heap", g_flags.dump_directory, program_invocation_short_name,
+  snprintf(path, sizeof(path), "%s/%s.%d.%s-end.heap", g_opts->dump_directory, program_invocation_short_name,
            g_pid, name);
   ReportOptions options;
   options.check_name = name;
   options.profile_path = path;
   options.program_path = program_invocation_name;
-  options.pprof_path = g_flags.pprof_path;
-  options.max_leaks = static_cast<int>(g_flags.max_leaks);
+  options.pprof_path = g_opts->pprof_path;
+  options.max_leaks = static_cast<int>(g_opts->max_leaks);
   options.brief = brief;
-  options.identify = g_flags.identify_leaks;
+  options.identify = g_opts->identify_leaks;
   ReportLeaks(leaks, options);
   if (!stopped)
     Say("Heap checker: could not stop the other threads for the scan; objects only they reference may be "
@@ -434,7 +380,7 @@ TCM_NOINLINE CheckResult CheckHere(const char* name, uint64_t start_serial, bool
 void MainCheckAtExit() {
   bool expected = true;
   if (!g_main_check_pending.compare_exchange_strong(expected, false)) return;
-  if (sys::GetPid() != g_pid) return;  // a forked child: the parent does the checking
+  if (os::GetPid() != g_pid) return;  // a forked child: the parent does the checking
   HeapCleaner::RunHeapCleanups();
   if (g_main_checker->NoLeaks()) return;
   Say("Exiting with error code (instead of crashing) because of whole-program memory leaks\n");
@@ -445,14 +391,17 @@ void MainCheckAtExit() {
 void Init() {
   if (g_initialized) return;
   g_initialized = true;
-  char mode[64];
-  if (!EnvValue("HEAPCHECK", mode, sizeof(mode))) return;
-  if (sys::IsSetuid()) {
+  // The flags come from the options table (api/options.h), parsed by the allocator's
+  // initialisation; the allocator registers its fork handlers there too, and ours must come
+  // later so that they run first in the prepare phase (checker lock before allocator locks).
+  const Options& options = introspection::AllocatorOptions();
+  const char* mode = options.heap_checker.level;
+  if (mode[0] == '\0') return;
+  if (os::IsSetuid()) {
     Log("heap checker: ignoring HEAPCHECK in a setuid program (it writes files)");
     return;
   }
-  char profile[8];
-  if (EnvValue("HEAPPROFILE", profile, sizeof(profile))) {
+  if (options.heap_profiler.prefix[0] != '\0') {
     // The profiler records every live object's address in its own memory, which the scan
     // would find and take for pointers: every object would look reachable.
     Log("heap checker: HEAPCHECK is ignored while HEAPPROFILE is set (run them separately)");
@@ -463,12 +412,10 @@ void Init() {
         "heap checking is off", mode);
     return;
   }
-  LoadFlags(&g_flags);
-  // The allocator registers its fork handlers on first use; ours must come later so that
-  // they run first in the prepare phase (checker lock before allocator locks).
-  EnsureInitialized();
-  g_pid = sys::GetPid();
-  if (const auto* size = static_cast<const uint32_t*>(dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread")))
+  LoadFlags(options.heap_checker, &g_flags);
+  g_opts = &options.heap_checker;
+  g_pid = os::GetPid();
+  if (const auto* size = static_cast<const uint32_t*>(os::GlobalSymbol("_thread_db_sizeof_pthread")))
     g_tcb_size = *size;
   g_table = new (g_table_storage) AllocTable();
   g_stacks = new (g_stacks_storage) StackTable();
@@ -577,7 +524,7 @@ bool HeapLeakChecker::NoGlobalLeaks() {
 }
 
 void HeapLeakChecker::CancelGlobalCheck() {
-  if (g_main_check_pending.exchange(false) && g_flags.verbose > 0)
+  if (g_main_check_pending.exchange(false) && g_opts->verbose > 0)
     Say("Canceling the automatic at-exit whole-program memory leak check\n");
 }
 

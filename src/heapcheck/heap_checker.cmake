@@ -11,7 +11,7 @@ set(TCMALLOC_HEAP_CHECKER_SOURCES
   heapcheck/heap_check_modules.cc
   heapcheck/heap_check_scan.cc
   heapcheck/heap_check_report.cc
-  heapcheck/heap_check_sys.cc
+  heapcheck/heap_check_memory.cc
   heapcheck/thread_list.cc
 )
 
@@ -35,7 +35,7 @@ endif()
 # libtcmalloc_minimal's sources plus the checker (never installed).
 if(NOT TARGET tcmalloc)
   add_library(tcmalloc_heapcheck SHARED api/libc_override.cc api/malloc_extension.cc $<TARGET_OBJECTS:tcmalloc_core>
-              ${TCMALLOC_HEAP_CHECKER_SOURCES} heapcheck/heap_check_start_main.cc)
+              $<TARGET_OBJECTS:tcmalloc_full_support> ${TCMALLOC_HEAP_CHECKER_SOURCES} heapcheck/heap_check_start_main.cc)
   target_compile_options(tcmalloc_heapcheck PRIVATE ${TCMALLOC_OVERRIDE_OPTIONS})
   target_include_directories(tcmalloc_heapcheck PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
                              PUBLIC ${PROJECT_SOURCE_DIR}/include)

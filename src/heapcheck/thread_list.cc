@@ -6,10 +6,14 @@
 // Slots are only ever replaced by bigger ones, never unmapped, for the same reason.
 #include "heapcheck/thread_list.h"
 
-#include <signal.h>
 #include <ucontext.h>
 
 #include <cerrno>
+#include <climits>
+
+#include "platform/files.h"
+#include "platform/os.h"
+#include "platform/threads.h"
 
 namespace tcm::heapcheck {
 
@@ -28,8 +32,7 @@ constinit ThreadState* g_slots = nullptr;
 constinit std::atomic<int> g_slot_cap{0};
 constinit int g_pid = 0;
 constinit int g_signal = 0;
-constinit bool g_have_old_action = false;
-struct sigaction g_old_action;
+constinit bool g_handler_installed = false;  // our handler replaced the program's disposition
 
 void StopHandler(int, siginfo_t* info, void* uctx) {
   const int saved_errno = errno;
@@ -57,56 +60,33 @@ void StopHandler(int, siginfo_t* info, void* uctx) {
       }
     }
     s->num_regs = n;
-    stack_t alt;
-    s->altstack = sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_DISABLE) == 0
-                      ? reinterpret_cast<uintptr_t>(alt.ss_sp)
-                      : 0;
+    s->altstack = os::AltSignalStack();
     s->sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
     s->tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
     s->stopped = true;
     // The tid is the slot's "ready" flag: written last, read with acquire.
-    __atomic_store_n(&s->tid, sys::GetTid(), __ATOMIC_RELEASE);
+    __atomic_store_n(&s->tid, os::GetTid(), __ATOMIC_RELEASE);
   }
   g_arrivals.fetch_add(1, std::memory_order_release);
-  sys::FutexWakeAll(&g_arrivals);
-  while (g_phase.load(std::memory_order_acquire) == phase) sys::FutexWait(&g_phase, phase, 0);
+  os::FutexWake(&g_arrivals, INT_MAX);
+  while (g_phase.load(std::memory_order_acquire) == phase) os::FutexWait(&g_phase, phase);
   g_parked.fetch_sub(1, std::memory_order_release);
-  sys::FutexWakeAll(&g_parked);
+  os::FutexWake(&g_parked, INT_MAX);
   errno = saved_errno;
 }
 
-bool IsOurHandler(const struct sigaction& a) {
-  return (a.sa_flags & SA_SIGINFO) != 0 && a.sa_sigaction == &StopHandler;
-}
-
-// Borrows a real-time signal nobody handles, from the top of the range down (programs that
-// use real-time signals usually count up from SIGRTMIN). Returns 0 if none is free.
+// Borrows a real-time signal nobody handles (os::FindUnusedRealtimeSignal), once.
 int ChooseSignal() {
-  if (g_signal != 0) return g_signal;
-  for (int sig = SIGRTMAX - 2; sig >= SIGRTMIN + 2; --sig) {
-    struct sigaction cur;
-    if (sigaction(sig, nullptr, &cur) != 0) continue;
-    if ((cur.sa_flags & SA_SIGINFO) == 0 && cur.sa_handler == SIG_DFL) {
-      g_signal = sig;
-      return sig;
-    }
-  }
-  return 0;
+  if (g_signal == 0) g_signal = os::FindUnusedRealtimeSignal();
+  return g_signal;
 }
 
+// SA_RESTART keeps most interrupted system calls transparent to the program; every other
+// signal is blocked while parked so no handler of the program runs on a frozen thread
+// (os::InstallSignalHandler sets both). Left installed by an earlier stop is fine.
 bool InstallHandler() {
-  struct sigaction cur;
-  if (sigaction(g_signal, nullptr, &cur) != 0) return false;
-  if (IsOurHandler(cur)) return true;  // left installed by an earlier stop
-  struct sigaction act;
-  __builtin_memset(&act, 0, sizeof(act));
-  act.sa_sigaction = &StopHandler;
-  // SA_RESTART keeps most interrupted system calls transparent to the program; every other
-  // signal is blocked while parked so no handler of the program runs on a frozen thread.
-  act.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&act.sa_mask);
-  if (sigaction(g_signal, &act, &g_old_action) != 0) return false;
-  g_have_old_action = true;
+  if (!os::InstallSignalHandler(g_signal, &StopHandler)) return false;
+  g_handler_installed = true;
   return true;
 }
 
@@ -180,16 +160,16 @@ void TaskPath(char* buf, size_t len, int tid, const char* leaf) {
 
 // Reads a small /proc file into buf (NUL-terminated). Returns false if it is gone.
 bool ReadSmall(const char* path, char* buf, size_t len) {
-  int fd = sys::OpenRead(path);
+  int fd = os::OpenForReading(path);
   if (fd < 0) return false;
   long total = 0;
   for (;;) {
-    long n = sys::Read(fd, buf + total, len - 1 - static_cast<size_t>(total));
+    long n = os::ReadFd(fd, buf + total, len - 1 - static_cast<size_t>(total));
     if (n <= 0) break;
     total += n;
     if (static_cast<size_t>(total) >= len - 1) break;
   }
-  sys::Close(fd);
+  os::CloseFd(fd);
   buf[total < 0 ? 0 : total] = '\0';
   return true;
 }
@@ -258,14 +238,14 @@ void ReadStuckThread(int tid, ThreadState* out) {
 bool ThreadList::StopAll() {
   threads_.Clear();
   not_stopped_ = 0;
-  const int self = sys::GetTid();
-  g_pid = sys::GetPid();
+  const int self = os::GetTid();
+  g_pid = os::GetPid();
   if (ChooseSignal() == 0) return false;
 
   MappedArray<int> tids;
   if (!tids.Resize(256)) return false;
   int n;
-  while ((n = sys::ListTasks(tids.data(), static_cast<int>(tids.size()))) > static_cast<int>(tids.size()))
+  while ((n = os::ListThreads(tids.data(), static_cast<int>(tids.size()))) > static_cast<int>(tids.size()))
     if (!tids.Resize(static_cast<size_t>(n) * 2)) return false;
   if (n < 0) return false;
 
@@ -290,8 +270,8 @@ bool ThreadList::StopAll() {
       for (const Pending& p : pending) known |= p.tid == tid;
       if (known) continue;
       fresh = true;
-      Pending p{tid, Fate::kSignaled, sys::NowNs()};
-      if (sys::TgKill(g_pid, tid, g_signal) != 0) p.fate = Fate::kGone;
+      Pending p{tid, Fate::kSignaled, os::MonotonicNs()};
+      if (!os::SignalThread(g_pid, tid, g_signal)) p.fate = Fate::kGone;
       pending.Push(p);
     }
     if (!fresh) break;
@@ -301,7 +281,7 @@ bool ThreadList::StopAll() {
       const int filled = g_next_slot.load(std::memory_order_acquire);
       const int limit = filled < cap ? filled : cap;
       bool waiting = false;
-      const uint64_t now = sys::NowNs();
+      const uint64_t now = os::MonotonicNs();
       for (Pending& p : pending) {
         if (p.fate != Fate::kSignaled) continue;
         for (int s = 0; s < limit; ++s) {
@@ -319,10 +299,10 @@ bool ThreadList::StopAll() {
         waiting |= p.fate == Fate::kSignaled;
       }
       if (!waiting) break;
-      sys::FutexWait(&g_arrivals, seen, kPollNs);
+      os::FutexWaitFor(&g_arrivals, seen, kPollNs);
     }
     // Threads may have been created meanwhile (their creators ran until signaled).
-    while ((n = sys::ListTasks(tids.data(), static_cast<int>(tids.size()))) > static_cast<int>(tids.size()))
+    while ((n = os::ListThreads(tids.data(), static_cast<int>(tids.size()))) > static_cast<int>(tids.size()))
       if (!tids.Resize(static_cast<size_t>(n) * 2)) break;
     if (n < 0) break;
   }
@@ -365,20 +345,20 @@ void ThreadList::AddOwnMemory(MappedArray<Range>* out) const {
 void ThreadList::ResumeAll() {
   if (g_phase.load(std::memory_order_relaxed) & 1) {
     g_phase.fetch_add(1, std::memory_order_acq_rel);
-    sys::FutexWakeAll(&g_phase);
+    os::FutexWake(&g_phase, INT_MAX);
   }
-  const uint64_t start = sys::NowNs();
+  const uint64_t start = os::MonotonicNs();
   for (;;) {
     const int parked = g_parked.load(std::memory_order_acquire);
-    if (parked == 0 || sys::NowNs() - start > kGiveUpNs) break;
-    sys::FutexWait(&g_parked, parked, kPollNs);
+    if (parked == 0 || os::MonotonicNs() - start > kGiveUpNs) break;
+    os::FutexWaitFor(&g_parked, parked, kPollNs);
   }
   // Give the program its signal disposition back, unless a signal of ours may still be
   // pending somewhere (a thread that blocks it): the default action of a real-time signal
   // is to kill the process, while our handler ignores a late signal.
-  if (g_parked.load(std::memory_order_acquire) == 0 && not_stopped_ == 0 && g_have_old_action) {
-    sigaction(g_signal, &g_old_action, nullptr);
-    g_have_old_action = false;
+  if (g_parked.load(std::memory_order_acquire) == 0 && not_stopped_ == 0 && g_handler_installed) {
+    os::RestoreSignalHandler(g_signal);
+    g_handler_installed = false;
   }
   // The slots hold other threads' registers: scrub them so a later scan does not find
   // these stale values in our memory and keep leaked objects alive with them.

@@ -14,7 +14,7 @@
 // arguments the kernel shows in /proc/self/task/<tid>/syscall when it has them.
 //
 // Everything here runs while other threads may be frozen holding arbitrary locks: only raw
-// system calls, sigaction and memory from heap_check_sys. One ThreadList may be stopping
+// system calls of src/platform/ (threads.h) and memory from heap_check_memory. One ThreadList may be stopping
 // threads at a time (the checker's lock guarantees it).
 #ifndef TCMALLOC_THREAD_LIST_H_
 #define TCMALLOC_THREAD_LIST_H_
@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "heapcheck/heap_check_sys.h"
+#include "heapcheck/heap_check_memory.h"
 
 namespace tcm::heapcheck {
 

@@ -1,14 +1,12 @@
 // ProfileWriter and the profiler's file operations (see heap_profile_io.h).
 #include "profiler/heap_profile_io.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
+#include "platform/files.h"
 #include "platform/os.h"
 
 namespace tcm {
@@ -24,16 +22,7 @@ ProfileWriter::~ProfileWriter() {
 }
 
 void ProfileWriter::Flush() {
-  size_t done = 0;
-  while (done < used_) {
-    ssize_t n = write(fd_, buf_ + done, used_ - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      failed_ = true;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
+  if (!os::WriteAllFd(fd_, buf_, used_)) failed_ = true;
   used_ = 0;
 }
 
@@ -93,18 +82,17 @@ void ProfileWriter::Printf(const char* fmt, ...) {
 }
 
 bool ProfileWriter::AppendFile(const char* path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = os::OpenForReading(path);
   if (fd < 0) return false;
   char chunk[4096];
   bool ok = true;
   for (;;) {
-    ssize_t n = read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
+    const long n = os::ReadFd(fd, chunk, sizeof(chunk));
     if (n < 0) ok = false;
     if (n <= 0) break;
     Append(chunk, static_cast<size_t>(n));
   }
-  close(fd);
+  os::CloseFd(fd);
   return ok;
 }
 
@@ -114,14 +102,13 @@ bool ProfileWriter::Finish() {
 }
 
 int OpenProfileFile(const char* path) {
-  int fd;
-  do {
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
+  int error = 0;
+  const int fd = os::OpenForWriting(path, &error);
+  if (fd < 0) errno = error;  // the caller reports it
   return fd;
 }
 
-void CloseProfileFile(int fd) { close(fd); }
+void CloseProfileFile(int fd) { os::CloseFd(fd); }
 
 void ProfileLog(const char* fmt, ...) {
   char line[1200];

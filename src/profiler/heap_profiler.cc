@@ -10,10 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "api/allocation.h"
 #include "base/log.h"
 #include "base/spinlock.h"
-#include "api/globals.h"
+#include "api/introspection.h"
 #include "gperftools/heap-profiler.h"
 #include "gperftools/malloc_hook_c.h"
 #include "profiler/heap_profile_io.h"
@@ -22,22 +21,6 @@
 #include "platform/stack_trace.h"
 
 namespace tcm {
-
-const char* ParseProfileInterval(const char* value, int64_t* out) {
-  if (value == nullptr || *value == '\0') return "empty";
-  errno = 0;
-  char* end = nullptr;
-  long long v = strtoll(value, &end, 10);
-  if (end == value || errno == ERANGE) return "not an integer";
-  long long mult = 1;
-  if (*end == 'k' || *end == 'K') mult = 1LL << 10, ++end;
-  else if (*end == 'm' || *end == 'M') mult = 1LL << 20, ++end;
-  else if (*end == 'g' || *end == 'G') mult = 1LL << 30, ++end;
-  if (*end != '\0') return "not an integer";
-  if (v < 0 || __builtin_mul_overflow(v, mult, &v)) return "out of range";
-  *out = v;
-  return nullptr;
-}
 
 namespace {
 
@@ -58,8 +41,9 @@ constinit SpinLock g_control_lock;  // Start, Stop and the exit dump; outer
 constinit SpinLock g_lock;          // g_state and g_table; inner, taken by the hooks
 constinit ProfilerState g_state;    // guarded by g_lock
 constinit HeapProfileTable g_table;  // guarded by g_lock
-constinit HeapProfilerIntervals g_intervals;  // written once, under g_control_lock
-bool g_intervals_loaded = false;              // guarded by g_control_lock
+// The dump triggers (HEAP_PROFILE_*_INTERVAL of the options table), copied when the
+// profiler starts; written under g_control_lock and g_lock, read under g_lock.
+constinit HeapProfilerOptions g_intervals;
 // g_state.running for the hooks' unlocked first look (after Stop they return at once).
 std::atomic<bool> g_running{false};
 // Set in the thread that forks while our prepare handler holds the locks: a malloc from a
@@ -76,27 +60,6 @@ class ErrnoSaver {
  private:
   int saved_;
 };
-
-void LoadIntervals() {
-  struct Flag {
-    const char* name;
-    int64_t* field;
-  } const flags[] = {
-      {"HEAP_PROFILE_ALLOCATION_INTERVAL", &g_intervals.allocation_bytes},
-      {"HEAP_PROFILE_INUSE_INTERVAL", &g_intervals.inuse_bytes},
-      {"HEAP_PROFILE_TIME_INTERVAL", &g_intervals.time_seconds},
-  };
-  for (const Flag& f : flags) {
-    char value[256];
-    if (!os::GetEnv(f.name, value, sizeof(value))) continue;
-    int64_t v;
-    if (const char* why = ParseProfileInterval(value, &v)) {
-      Log("ignoring %s=%s: %s; using the default %lld", f.name, value, why, static_cast<long long>(*f.field));
-      continue;
-    }
-    *f.field = v;
-  }
-}
 
 // Whole MB (or kB, or bytes) for the log's reasons, the way gperftools words them.
 void FormatInUse(char* buf, size_t len, const char* what, int64_t bytes) {
@@ -120,7 +83,7 @@ void DumpLocked(const char* reason) {
   const HeapCounts& t = g_table.totals();
   g_state.last_dump_alloc_bytes = t.alloc_bytes;
   if (t.inuse_bytes() > g_state.inuse_high_water) g_state.inuse_high_water = t.inuse_bytes();
-  if (g_intervals.time_seconds > 0) g_state.last_dump_ns = os::MonotonicCoarseNs();
+  if (g_intervals.time_interval > 0) g_state.last_dump_ns = os::MonotonicCoarseNs();
   const int fd = OpenProfileFile(path);
   if (fd < 0) {
     Log("heap profiler: cannot create %s (errno %d)", path, errno);
@@ -140,15 +103,15 @@ void MaybeDumpLocked() {
   const HeapCounts& t = g_table.totals();
   const int64_t inuse = t.inuse_bytes();
   char reason[128];
-  if (g_intervals.allocation_bytes > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_bytes) {
+  if (g_intervals.allocation_interval > 0 && t.alloc_bytes >= g_state.last_dump_alloc_bytes + g_intervals.allocation_interval) {
     snprintf(reason, sizeof(reason), "%lld MB allocated cumulatively, %lld MB currently in use",
              static_cast<long long>(t.alloc_bytes >> 20), static_cast<long long>(inuse >> 20));
-  } else if (g_intervals.inuse_bytes > 0 && inuse > g_state.inuse_high_water + g_intervals.inuse_bytes) {
+  } else if (g_intervals.inuse_interval > 0 && inuse > g_state.inuse_high_water + g_intervals.inuse_interval) {
     snprintf(reason, sizeof(reason), "%lld MB currently in use", static_cast<long long>(inuse >> 20));
-  } else if (g_intervals.time_seconds > 0) {
+  } else if (g_intervals.time_interval > 0) {
     // The coarse clock is a vDSO read (no syscall): cheap enough for every allocation.
     const uint64_t elapsed_s = (os::MonotonicCoarseNs() - g_state.last_dump_ns) / 1000000000u;
-    if (elapsed_s < static_cast<uint64_t>(g_intervals.time_seconds)) return;
+    if (elapsed_s < static_cast<uint64_t>(g_intervals.time_interval)) return;
     snprintf(reason, sizeof(reason), "%llu sec since the last dump", static_cast<unsigned long long>(elapsed_s));
   } else {
     return;
@@ -160,7 +123,7 @@ void NewHook(const void* p, size_t size) {
   if (p == nullptr || tls_forking || !g_running.load(std::memory_order_acquire)) return;
   ErrnoSaver errno_saver;
   void* pcs[os::kMaxStackDepth];
-  const int depth = CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
+  const int depth = introspection::CaptureUserStack(pcs, os::kMaxStackDepth);  // before the lock: slow-ish
   SpinLockHolder h(&g_lock);
   if (!g_state.running) return;
   if (!g_table.RecordAlloc(p, size, pcs, depth) && !g_state.warned_out_of_memory) {
@@ -218,9 +181,9 @@ void StopLocked() {
 // before (by the loader, libc and libstdc++ start-up) are not in the profile; their frees are
 // ignored.
 __attribute__((constructor)) void StartFromEnvironment() {
-  char prefix[kMaxPrefix];
-  if (!os::GetEnv("HEAPPROFILE", prefix, sizeof(prefix)) || prefix[0] == '\0') return;
-  HeapProfilerStart(prefix);
+  const Options& options = introspection::AllocatorOptions();
+  if (options.heap_profiler.prefix[0] == '\0') return;
+  HeapProfilerStart(options.heap_profiler.prefix);
 }
 
 // The final dump. A library destructor rather than atexit(): registering could allocate.
@@ -247,16 +210,13 @@ TCM_EXPORT void HeapProfilerStart(const char* prefix) {
   if (prefix == nullptr || prefix[0] == '\0') return;
   // Our fork handlers must come after the allocator's (registered by its initialisation),
   // and pthread_atfork may malloc: the process's first malloc must not start inside it.
-  EnsureInitialized();
+  const Options& options = introspection::AllocatorOptions();
   pthread_once(&g_fork_once, RegisterForkHandlers);
   SpinLockHolder c(&g_control_lock);
   if (g_running.load(std::memory_order_relaxed)) return;
-  if (!g_intervals_loaded) {
-    LoadIntervals();
-    g_intervals_loaded = true;
-  }
   {
     SpinLockHolder h(&g_lock);
+    g_intervals = options.heap_profiler;
     g_table.Reset();
     g_state = ProfilerState{};
     size_t n = strlen(prefix);

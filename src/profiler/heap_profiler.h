@@ -27,22 +27,4 @@
 #ifndef TCMALLOC_HEAP_PROFILER_H_INTERNAL_
 #define TCMALLOC_HEAP_PROFILER_H_INTERNAL_
 
-#include <cstdint>
-
-namespace tcm {
-
-// The dump triggers, read from the environment once (the first time the profiler starts);
-// a value that does not parse is reported once on stderr and replaced by its default.
-struct HeapProfilerIntervals {
-  int64_t allocation_bytes = int64_t{1} << 30;  // HEAP_PROFILE_ALLOCATION_INTERVAL, 0 = off
-  int64_t inuse_bytes = int64_t{100} << 20;     // HEAP_PROFILE_INUSE_INTERVAL, 0 = off
-  int64_t time_seconds = 0;                     // HEAP_PROFILE_TIME_INTERVAL, 0 = off
-};
-
-// Parses one interval value: a decimal integer >= 0 with an optional K, M or G suffix.
-// Returns nullptr and sets *out, or returns why the value was rejected.
-const char* ParseProfileInterval(const char* value, int64_t* out);
-
-}  // namespace tcm
-
 #endif  // TCMALLOC_HEAP_PROFILER_H_INTERNAL_

@@ -5,6 +5,7 @@
 #include <gperftools/malloc_hook.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cerrno>
@@ -27,6 +28,30 @@ size_t Prop(const char* name) {
 // Keeps the compiler from eliding allocations.
 void* volatile g_sink;
 
+// Which front end runs (CTest runs this program in both modes, see CMakeLists.txt).
+bool PerCpu() { return Prop("tcmalloc.per_cpu_caches_active") == 1; }
+bool ModeWanted(bool per_cpu) {
+  const char* v = getenv("TCMALLOC_PER_CPU_CACHES");
+  const char* tunables = getenv("GLIBC_TUNABLES");
+  const bool off = (v != nullptr && strcmp(v, "0") == 0) ||
+                   (tunables != nullptr && strstr(tunables, "glibc.pthread.rseq=0") != nullptr);
+  return off ? !per_cpu : per_cpu;
+}
+
+// Keeps the calling thread on the CPU it runs on (what "this CPU's cache" needs in a test).
+void PinHere() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(sched_getcpu(), &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+void Unpin() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
 TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
   const char* names[] = {"generic.current_allocated_bytes", "generic.heap_size", "generic.total_physical_bytes",
                          "tcmalloc.pageheap_free_bytes", "tcmalloc.pageheap_unmapped_bytes", "tcmalloc.slack_bytes",
@@ -34,7 +59,8 @@ TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
                          "tcmalloc.thread_cache_free_bytes", "tcmalloc.max_total_thread_cache_bytes",
                          "tcmalloc.current_total_thread_cache_bytes", "tcmalloc.metadata_bytes",
                          "tcmalloc.min_per_thread_cache_bytes", "tcmalloc.impl.thread_cache_count",
-                         "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit"};
+                         "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit",
+                         "tcmalloc.per_cpu_caches_active", "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free"};
   for (const char* n : names) Prop(n);
   size_t v = 12345;
   EXPECT_FALSE(Ext()->GetNumericProperty("tcmalloc.no_such_property", &v));
@@ -70,9 +96,9 @@ TEST(Properties, SlackIsFreePlusUnmappedAndPhysicalExcludesUnmapped) {
 TEST(Properties, SettableOnesRoundTrip) {
   const char* names[] = {"tcmalloc.max_total_thread_cache_bytes", "tcmalloc.min_per_thread_cache_bytes",
                          "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb",
-                         "tcmalloc.aggressive_memory_decommit"};
-  const size_t values[] = {8 << 20, 128 << 10, 0, 0, 1};
-  for (size_t i = 0; i < 5; ++i) {
+                         "tcmalloc.aggressive_memory_decommit", "tcmalloc.max_per_cpu_cache_size"};
+  const size_t values[] = {8 << 20, 128 << 10, 0, 0, 1, 512 << 10};
+  for (size_t i = 0; i < 6; ++i) {
     const size_t old = Prop(names[i]);
     ASSERT_TRUE(Ext()->SetNumericProperty(names[i], values[i])) << names[i];
     EXPECT_EQ(Prop(names[i]), values[i]) << names[i];
@@ -99,12 +125,34 @@ TEST(Properties, HeapLimitMakesGrowthFail) {
   free(p);
 }
 
+TEST(FrontEnd, TheModeIsTheOneAskedForAndGetStatsSaysIt) {
+  // rseq works on every machine this suite runs on (Linux >= 4.18, glibc 2.36), outside
+  // valgrind; TCMALLOC_PER_CPU_CACHES=0 selects the thread caches.
+  EXPECT_EQ(PerCpu(), ModeWanted(true));
+  char buf[8192];
+  Ext()->GetStats(buf, sizeof(buf));
+  EXPECT_NE(strstr(buf, PerCpu() ? "CPU caches (per-CPU mode" : "Per-thread cache mode"), nullptr) << buf;
+  EXPECT_NE(strstr(buf, "Bytes in per-CPU cache freelists"), nullptr);
+}
+
 TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {
+  PinHere();
   std::vector<void*> v;
   for (int i = 0; i < 2000; ++i) v.push_back(malloc(64));
   for (void* p : v) free(p);
-  EXPECT_GT(Ext()->GetThreadCacheSize(), 0u);
   const size_t before = Prop("tcmalloc.current_total_thread_cache_bytes");
+  EXPECT_GT(before, 0u);
+  if (PerCpu()) {
+    // No thread owns a cache; marking the thread idle drains the CPU it runs on.
+    EXPECT_EQ(Ext()->GetThreadCacheSize(), 0u);
+    EXPECT_GT(Prop("tcmalloc.cpu_free"), 0u);
+    Ext()->MarkThreadIdle();
+    EXPECT_LT(Prop("tcmalloc.current_total_thread_cache_bytes"), before);
+    EXPECT_EQ(Prop("tcmalloc.thread_cache_free_bytes"), 0u);
+    Unpin();
+    return;
+  }
+  EXPECT_GT(Ext()->GetThreadCacheSize(), 0u);
   Ext()->MarkThreadIdle();
   EXPECT_EQ(Ext()->GetThreadCacheSize(), 0u);
   EXPECT_LT(Prop("tcmalloc.current_total_thread_cache_bytes"), before);
@@ -115,11 +163,21 @@ TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {
   for (void* p : v) free(p);
   Ext()->MarkThreadTemporarilyIdle();
   EXPECT_EQ(Ext()->GetThreadCacheSize(), 0u);
+  Unpin();
 }
 
 TEST(ThreadCaches, CountReturnsToOneAfterThreadsComeAndGo) {
   for (int i = 0; i < 300; ++i) std::thread([] { g_sink = malloc(100); free(g_sink); }).join();
-  EXPECT_EQ(Prop("tcmalloc.impl.thread_cache_count"), 1u);
+  // Per-CPU mode creates no thread caches at all.
+  EXPECT_EQ(Prop("tcmalloc.impl.thread_cache_count"), PerCpu() ? 0u : 1u);
+}
+
+TEST(FrontEnd, ReleaseFreeMemoryEmptiesTheCpuCaches) {
+  std::vector<void*> v;
+  for (int i = 0; i < 5000; ++i) v.push_back(malloc(48));
+  for (void* p : v) free(p);
+  Ext()->ReleaseFreeMemory();
+  EXPECT_EQ(Prop("tcmalloc.cpu_free"), 0u);
 }
 
 TEST(Stats, FitsAnyBufferAndHasEverySection) {

@@ -283,21 +283,22 @@ TEST_F(ThreadCacheTest, BudgetGrowsFromUnclaimedThenStealsRoundRobin) {
   a->Scavenge();
   EXPECT_EQ(a->max_size(), 4 * kStealAmount);
 
-  // A second cache starts at 64K and grows by taking from `a`, which is left with at
-  // least kMinCacheSize. Stealing moves budget, it never creates any.
+  // A second cache starts with what is left unclaimed (nothing: the total is a promise for
+  // every thread) and grows by taking from `a`, which is left with at least kMinCacheSize.
+  // Stealing moves budget, it never creates any.
   ThreadCache* b = NewCache();
-  EXPECT_EQ(b->max_size(), kStartCacheSize);
+  EXPECT_EQ(b->max_size(), 0u);
   const size_t total = registry_->TotalMaxSize();
   EXPECT_EQ(total, a->max_size() + b->max_size());
   for (int i = 1; i <= 3; ++i) {
     b->Scavenge();
-    EXPECT_EQ(b->max_size(), kStartCacheSize + static_cast<size_t>(i) * kStealAmount) << i;
+    EXPECT_EQ(b->max_size(), static_cast<size_t>(i) * kStealAmount) << i;
     EXPECT_EQ(a->max_size(), 4 * kStealAmount - static_cast<size_t>(i) * kStealAmount) << i;
     EXPECT_EQ(registry_->TotalMaxSize(), total);
   }
   EXPECT_EQ(a->max_size(), kMinCacheSize);
   b->Scavenge();  // the victim is at the floor: no more stealing
-  EXPECT_EQ(b->max_size(), 4 * kStealAmount);
+  EXPECT_EQ(b->max_size(), 3 * kStealAmount);
   EXPECT_EQ(a->max_size(), kMinCacheSize);
 
   // The victim applies the theft to its own accounting at its next collection.
@@ -316,7 +317,8 @@ TEST_F(ThreadCacheTest, DestroyedCacheReturnsItsBudgetNetOfThefts) {
   ThreadCache* a = NewCache();
   for (int i = 0; i < 3; ++i) a->Scavenge();
   ASSERT_EQ(a->max_size(), total);
-  ThreadCache* b = NewCache();  // overdraws the total by its starting 64 KiB
+  ThreadCache* b = NewCache();  // nothing left unclaimed: starts with no budget at all
+  EXPECT_EQ(b->max_size(), 0u);
   b->Scavenge();                // steals 64 KiB from a, not yet applied by a
   ASSERT_EQ(a->max_size(), total - kStealAmount);
   registry_->Destroy(a);
@@ -370,6 +372,49 @@ TEST_F(ThreadCacheTest, ReleaseAllEmptiesEveryList) {
   ThreadCache* again = NewCache();
   EXPECT_EQ(again, tc);
   EXPECT_EQ(again->max_size(), kStartCacheSize);
+}
+
+}  // namespace
+}  // namespace tcm
+
+namespace tcm {
+namespace {
+
+// The promise of TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES for idle threads: many caches that
+// each churned a few hundred blocks and then stopped hold, together, no more than the total
+// plus kOverBudgetSlack (+ one object) per cache, however many there are.
+TEST_F(ThreadCacheTest, ManyIdleCachesStayWithinTheTotal) {
+  const size_t total = 1 << 20;
+  registry_->SetMaxTotal(total);
+  std::vector<ThreadCache*> caches;
+  for (int t = 0; t < 200; ++t) {
+    ThreadCache* tc = NewCache();
+    caches.push_back(tc);
+    std::vector<std::pair<size_t, void*>> blocks;
+    for (int i = 0; i < 256; ++i) {
+      const size_t cl = 1 + static_cast<size_t>((i * 37 + t) % 60);  // 8 B .. ~1 KiB classes
+      blocks.emplace_back(cl, Malloc(tc, cl));
+    }
+    for (auto [cl, p] : blocks) {
+      if (!tc->lists_[cl].max_length || tc->lists_[cl].length >= tc->lists_[cl].max_length) {
+        tc->PushSlow(p, cl);
+        continue;
+      }
+      // The fast path's push and byte accounting, then its collection when room ran out.
+      NextOf(p) = tc->lists_[cl].head;
+      tc->lists_[cl].head = p;
+      ++tc->lists_[cl].length;
+      tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
+      if (tc->room_ < 0) tc->CheckSize();
+    }
+  }
+  size_t held = 0;
+  for (ThreadCache* tc : caches) {
+    ExpectSizeMatchesLists(tc);
+    held += tc->size();
+  }
+  EXPECT_LE(held, total + caches.size() * (kOverBudgetSlack + 1024)) << "bytes held by idle caches";
+  EXPECT_LE(registry_->TotalMaxSize(), total);
 }
 
 }  // namespace

@@ -1,13 +1,12 @@
-// The heap checker's operating-system layer: raw system calls and growable buffers of
-// anonymous memory, none of which allocate through malloc or take a libc lock.
+// The heap checker's memory: hidden addresses, growable arrays of anonymous memory and
+// whole-file reads, none of which allocate through malloc or take a libc lock.
 //
-// Why a layer of its own: the checker runs its liveness scan while every other thread is
-// stopped at an arbitrary instruction, possibly inside malloc, stdio or the dynamic loader
-// with their locks held. Anything the scan calls must therefore be a plain system call.
-// It sits beside src/platform/ (whose os:: primitives it reuses for memory and stderr) and
-// is, with thread_list.cc, the only part of the checker that makes system calls.
-#ifndef TCMALLOC_HEAP_CHECK_SYS_H_
-#define TCMALLOC_HEAP_CHECK_SYS_H_
+// Why: the checker runs its liveness scan while every other thread is stopped at an
+// arbitrary instruction, possibly inside malloc, stdio or the dynamic loader with their
+// locks held. Its system calls are the raw ones of src/platform/ (os.h, files.h,
+// threads.h, modules.h); it makes none of its own.
+#ifndef TCMALLOC_HEAP_CHECK_MEMORY_H_
+#define TCMALLOC_HEAP_CHECK_MEMORY_H_
 
 #include <atomic>
 #include <cstddef>
@@ -33,45 +32,6 @@ struct Range {
   uintptr_t lo;
   uintptr_t hi;
 };
-
-namespace sys {
-
-int GetTid();
-int GetPid();
-bool IsSetuid();  // real and effective user (or group) ids differ
-
-// Files. Each returns -1 / false on failure and leaves errno as it found it.
-int OpenRead(const char* path);
-int OpenWriteTruncate(const char* path);  // created with mode 0644
-// Bytes read (0 at end of file), -1 on error; EINTR is retried.
-long Read(int fd, void* buf, size_t n);
-bool WriteAll(int fd, const void* buf, size_t n);
-void Close(int fd);
-// Maps a whole file read-only; *size receives its length. nullptr on failure.
-const void* MapFileReadOnly(const char* path, size_t* size);
-void UnmapFile(const void* p, size_t size);
-
-// Thread ids of this process (from /proc/self/task), up to cap of them. Returns how many
-// exist (possibly more than cap), or -1 if the directory cannot be read.
-int ListTasks(int* tids, int cap);
-int TgKill(int tgid, int tid, int sig);
-
-// Copies n bytes at address src of this process into dst without faulting: stops at the
-// first page that cannot be read. Returns the bytes copied, or -1 when the kernel refuses
-// the call outright (seccomp, very old kernels): callers then read memory directly.
-long CopyFromSelf(void* dst, uintptr_t src, size_t n);
-
-// Residency of the pages of [start, start + pages * 4096): one byte per page, bit 0 set if
-// resident. False if the kernel refused.
-bool Residency(uintptr_t start, size_t pages, unsigned char* out);
-
-// Blocks while *word == expected, at most timeout_ns (0 = no limit).
-void FutexWait(std::atomic<int>* word, int expected, uint64_t timeout_ns);
-void FutexWakeAll(std::atomic<int>* word);
-
-uint64_t NowNs();  // CLOCK_MONOTONIC
-
-}  // namespace sys
 
 // A growable array of trivially copyable T in anonymous memory (never malloc). Growth maps
 // a bigger block, copies and unmaps the old one, so pointers into it do not survive growth.
@@ -163,4 +123,4 @@ bool ReadWholeFile(const char* path, MappedArray<char>* out);
 
 }  // namespace tcm::heapcheck
 
-#endif  // TCMALLOC_HEAP_CHECK_SYS_H_
+#endif  // TCMALLOC_HEAP_CHECK_MEMORY_H_

@@ -1,0 +1,386 @@
+#include "core/cpu_cache.h"
+
+#include <new>
+
+#include "base/log.h"
+#include "platform/os.h"
+
+namespace tcm {
+
+static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+
+bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu) {
+  if (os::CurrentRseqSource() == os::RseqSource::kNone) return false;
+  // Without the fence no one could ever drain another CPU's cache safely.
+  if (!os::RegisterRseqFence()) return false;
+  const int n = os::NumPossibleCpus();
+  void* slabs = os::MapAnonymous(static_cast<size_t>(n) << kSlabShift);
+  if (slabs == nullptr) return false;
+  void* meta = arena->Alloc(sizeof(CpuMeta) * static_cast<size_t>(n), 64);
+  if (meta == nullptr) {
+    os::Unmap(slabs, static_cast<size_t>(n) << kSlabShift);
+    return false;
+  }
+  meta_ = static_cast<CpuMeta*>(meta);
+  for (int i = 0; i < n; ++i) new (&meta_[i]) CpuMeta();
+  size_t next = kHeaderSlots;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    begin_[cl] = static_cast<uint16_t>(next);
+    next += max_capacity(cl);
+  }
+  central_ = central;
+  max_bytes_.store(max_bytes_per_cpu, std::memory_order_relaxed);
+  fence_ok_ = true;
+  num_cpus_ = static_cast<uint32_t>(n);
+  slabs_ = static_cast<char*>(slabs);
+  return true;
+}
+
+// Like Push, but copies items[0, k) into the slots above `current` in a loop, k = min(n,
+// free slots), and commits current += k with the one store.
+int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
+  uintptr_t slab, cur, k, i, tmp, dst;
+  asm volatile goto(TCM_RSEQ_PROLOGUE
+                    "movzwl (%[slab],%[cl],8), %k[cur]\n\t"
+                    "movzwl 2(%[slab],%[cl],8), %k[k]\n\t"
+                    "subl %k[cur], %k[k]\n\t"  // room = end - current (negative when locked)
+                    "jle %l[miss]\n\t"
+                    "cmpl %[n], %k[k]\n\t"
+                    "cmovgl %[n], %k[k]\n\t"
+                    "leaq (%[slab],%[cur],8), %[dst]\n\t"
+                    "xorl %k[i], %k[i]\n"
+                    ".Lcopy%=:\n\t"
+                    "movq (%[items],%[i],8), %[tmp]\n\t"
+                    "movq %[tmp], (%[dst],%[i],8)\n\t"
+                    "incl %k[i]\n\t"
+                    "cmpl %k[k], %k[i]\n\t"
+                    "jb .Lcopy%=\n\t"
+                    "addl %k[k], %k[cur]\n\t"
+                    "movw %w[cur], (%[slab],%[cl],8)\n"  // commit
+                    TCM_RSEQ_EPILOGUE
+                    : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
+                      [dst] "=&r"(dst)
+                    : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl),
+                      [items] "r"(items), [n] "r"(n)
+                    : "cc", "memory"
+                    : miss);
+  return static_cast<int>(k);
+miss:
+  return 0;
+}
+
+// Like Pop, for the top k = min(n, cached) objects: copies them to out[0, k) (a buffer of
+// the caller's; a restarted section simply writes it again) and commits current -= k.
+int CpuCache::PopBatch(size_t cl, void** out, int n) {
+  uintptr_t slab, cur, k, i, tmp, src;
+  asm volatile goto(TCM_RSEQ_PROLOGUE
+                    "movzwl (%[slab],%[cl],8), %k[cur]\n\t"
+                    "movzwl 4(%[slab],%[cl],8), %k[tmp]\n\t"
+                    "movl %k[cur], %k[k]\n\t"
+                    "subl %k[tmp], %k[k]\n\t"  // cached = current - begin (negative when locked)
+                    "jle %l[miss]\n\t"
+                    "cmpl %[n], %k[k]\n\t"
+                    "cmovgl %[n], %k[k]\n\t"
+                    "subl %k[k], %k[cur]\n\t"
+                    "leaq (%[slab],%[cur],8), %[src]\n\t"
+                    "xorl %k[i], %k[i]\n"
+                    ".Lcopy%=:\n\t"
+                    "movq (%[src],%[i],8), %[tmp]\n\t"
+                    "movq %[tmp], (%[out],%[i],8)\n\t"
+                    "incl %k[i]\n\t"
+                    "cmpl %k[k], %k[i]\n\t"
+                    "jb .Lcopy%=\n\t"
+                    "movw %w[cur], (%[slab],%[cl],8)\n"  // commit
+                    TCM_RSEQ_EPILOGUE
+                    : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
+                      [src] "=&r"(src)
+                    : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl),
+                      [out] "r"(out), [n] "r"(n)
+                    : "cc", "memory"
+                    : miss);
+  return static_cast<int>(k);
+miss:
+  return 0;
+}
+
+int CpuCache::CallerCpu() {
+  int cpu = os::RseqCurrentCpu();
+  if (cpu < 0) {
+    if (!os::RegisterThreadRseq()) return -1;
+    cpu = os::RseqCurrentCpu();
+  }
+  return cpu >= 0 && cpu < static_cast<int>(num_cpus_) ? cpu : -1;
+}
+
+void CpuCache::InitCpu(int cpu) {
+  // No fast path commits on an all-zero header (it misses both ways), so plain stores do.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    SlabHeader h{begin_[cl], begin_[cl], begin_[cl], 0};
+    __atomic_store(Header(cpu, cl), &h, __ATOMIC_RELEASE);
+  }
+  meta(cpu).last_active.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
+  __atomic_store_n(&meta(cpu).initialized, true, __ATOMIC_RELEASE);
+}
+
+void CpuCache::Grow(int cpu, size_t cl, uint32_t n) {
+  SlabHeader* h = Header(cpu, cl);
+  CpuMeta& m = meta(cpu);
+  // Only slow paths holding m.lock write `end`; fast paths write only `current`.
+  const uint16_t end = __atomic_load_n(&h->end, __ATOMIC_RELAXED);
+  const uint16_t cap = static_cast<uint16_t>(end - begin_[cl]);
+  const uint16_t max = max_capacity(cl);
+  if (cap >= max) return;
+  size_t grow = n < static_cast<uint32_t>(max - cap) ? n : static_cast<size_t>(max - cap);
+  const size_t size = SizeMap::ClassSize(cl);
+  const size_t budget = max_bytes_.load(std::memory_order_relaxed);
+  if (m.capacity_bytes + grow * size > budget) {
+    grow = budget > m.capacity_bytes ? (budget - m.capacity_bytes) / size : 0;
+    if (grow == 0) return;
+  }
+  __atomic_store_n(&h->end, static_cast<uint16_t>(end + grow), __ATOMIC_RELEASE);
+  m.capacity_bytes += grow * size;
+}
+
+// Capacity changes take the CPU's lock; a class already at its largest capacity needs no
+// change, which the (racy) look at its header tells without the lock.
+void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n) {
+  const SlabHeader* h = Header(cpu, cl);
+  const uint16_t end = __atomic_load_n(&h->end, __ATOMIC_RELAXED);
+  CpuMeta& m = meta(cpu);
+  // A count for maintenance (which keeps the capacity of classes that miss): a relaxed
+  // load and store, so a lost increment is possible and harmless.
+  __atomic_store_n(&m.misses[cl], __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&m.initialized, __ATOMIC_ACQUIRE) && end >= begin_[cl] && end - begin_[cl] >= max_capacity(cl))
+    return;
+  SpinLockHolder l(&m.lock);
+  if (!m.initialized) InitCpu(cpu);
+  m.last_active.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
+  Grow(cpu, cl, n);
+}
+
+void* CpuCache::AllocateMiss(size_t cl) {
+  const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
+  const int cpu = CallerCpu();
+  if (cpu >= 0) MaybeGrow(cpu, cl, batch);
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  void* start;
+  void* end;
+  const int got = central_[cl].RemoveRange(&start, &end, cpu >= 0 ? static_cast<int>(batch) : 1);
+  if (got == 0) return nullptr;
+  // Keep the first object for the caller and cache the rest on whatever CPU we run on now,
+  // in one critical section; what does not fit goes back. Links are cleared on the way:
+  // an object handed out later must not carry a pointer to another one (the heap checker
+  // scans conservatively).
+  void* items[kMaxBatch];
+  void* obj = NextOf(start);
+  NextOf(start) = nullptr;
+  const int rest = got - 1;
+  for (int i = 0; i < rest; ++i) {
+    items[i] = obj;
+    void* next = i + 1 < rest ? NextOf(obj) : nullptr;
+    NextOf(obj) = nullptr;
+    obj = next;
+  }
+  const int pushed = rest > 0 ? PushBatch(cl, items, rest) : 0;
+  if (pushed < rest) {
+    for (int i = pushed; i + 1 < rest; ++i) NextOf(items[i]) = items[i + 1];
+    NextOf(items[rest - 1]) = nullptr;
+    central_[cl].InsertRange(items[pushed], items[rest - 1], rest - pushed);
+  }
+  return start;
+}
+
+void CpuCache::DeallocateMiss(size_t cl, void* p) {
+  const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
+  const int cpu = CallerCpu();
+  void* items[kMaxBatch];
+  int n = 0;
+  if (cpu >= 0) {
+    MaybeGrow(cpu, cl, batch);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    if (Push(cl, p)) return;
+    // Still full (budget exhausted): p and a batch of cached objects go to the central list
+    // together, so the next frees find room.
+    n = PopBatch(cl, items, static_cast<int>(batch) - 1);
+  }
+  items[n++] = p;
+  for (int i = 0; i + 1 < n; ++i) NextOf(items[i]) = items[i + 1];
+  NextOf(items[n - 1]) = nullptr;
+  central_[cl].InsertRange(items[0], items[n - 1], n);
+}
+
+bool CpuCache::IsTopObject(size_t cl, const void* p) {
+  const int cpu = CallerCpu();
+  if (cpu < 0 || !__atomic_load_n(&meta(cpu).initialized, __ATOMIC_ACQUIRE)) return false;
+  const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_ACQUIRE);
+  if (current <= begin_[cl] || current > begin_[cl] + max_capacity(cl)) return false;
+  return __atomic_load_n(&Slots(cpu)[current - 1], __ATOMIC_RELAXED) == p;
+}
+
+void CpuCache::MarkActive(uint64_t now) {
+  const int cpu = os::RseqCurrentCpu();
+  if (cpu >= 0 && cpu < static_cast<int>(num_cpus_))
+    meta(cpu).last_active.store(now, std::memory_order_relaxed);
+}
+
+bool CpuCache::LockClasses(int cpu, const bool* mask) {
+  // Fast paths store only `current`; `begin` and `end` are ours while we hold the lock.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    if (mask != nullptr && !mask[cl]) continue;
+    SlabHeader* h = Header(cpu, cl);
+    __atomic_store_n(&h->begin, kLockedBegin, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->end, uint16_t{0}, __ATOMIC_RELAXED);
+  }
+  // Sections that read a header before the stores above have committed or will restart
+  // and miss once this returns.
+  if (os::RseqFence(cpu)) return true;
+  Crash("tcmalloc: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) failed for CPU %d", cpu);
+}
+
+void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
+  void** slots = Slots(cpu);
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl));
+  // Batch-sized chains go to the transfer cache in O(1); the rest to the spans.
+  while (from < to) {
+    int n = to - from < batch ? to - from : batch;
+    void* head = slots[from];
+    void* tail = head;
+    for (int i = 1; i < n; ++i) {
+      void* o = slots[from + i];
+      NextOf(tail) = o;
+      tail = o;
+    }
+    NextOf(tail) = nullptr;
+    central_[cl].InsertRange(head, tail, n);
+    from = static_cast<uint16_t>(from + n);
+  }
+}
+
+size_t CpuCache::DrainLocked(int cpu) {
+  CpuMeta& m = meta(cpu);
+  if (!m.initialized) return 0;
+  LockClasses(cpu, nullptr);
+  size_t bytes = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    SlabHeader* h = Header(cpu, cl);
+    const uint16_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
+    const uint16_t begin = begin_[cl];
+    if (current > begin) {
+      ReturnObjects(cpu, cl, begin, current);
+      bytes += static_cast<size_t>(current - begin) * SizeMap::ClassSize(cl);
+    }
+    // Capacity starts over; `begin` last, as it unlocks the header.
+    __atomic_store_n(&h->current, begin, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->end, begin, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->begin, begin, __ATOMIC_RELEASE);
+    __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
+  }
+  m.capacity_bytes = 0;
+  drains_.fetch_add(1, std::memory_order_relaxed);
+  return bytes;
+}
+
+size_t CpuCache::Drain(int cpu) {
+  if (!active() || cpu < 0 || cpu >= static_cast<int>(num_cpus_)) return 0;
+  SpinLockHolder h(&meta(cpu).lock);
+  return DrainLocked(cpu);
+}
+
+size_t CpuCache::DrainAll() {
+  size_t bytes = 0;
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) bytes += Drain(cpu);
+  return bytes;
+}
+
+size_t CpuCache::DrainCurrent() {
+  if (!active()) return 0;
+  return Drain(CallerCpu());
+}
+
+size_t CpuCache::Maintain(uint64_t now) {
+  size_t bytes = 0;
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) {
+    CpuMeta& m = meta(cpu);
+    SpinLockHolder h(&m.lock);
+    if (!m.initialized) continue;
+    const uint64_t last = m.last_active.load(std::memory_order_relaxed);
+    if (now > last && now - last >= kCpuIdleNs) {
+      if (m.capacity_bytes != 0) bytes += DrainLocked(cpu);
+      continue;
+    }
+    // An active CPU: classes that did not miss since the previous resize give back half of
+    // their unused capacity, so the budget flows to the classes that miss.
+    if (now - m.last_resize < kCpuResizeIntervalNs && m.last_resize != 0 && now >= m.last_resize) continue;
+    m.last_resize = now;
+    bool mask[kMaxClasses] = {};
+    uint16_t ends[kMaxClasses] = {};  // stable under m.lock; reads 0 once locked
+    bool any = false;
+    for (size_t cl = 1; cl < kNumClasses; ++cl) {
+      const SlabHeader* hd = Header(cpu, cl);
+      const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_RELAXED);
+      const uint16_t end = __atomic_load_n(&hd->end, __ATOMIC_RELAXED);
+      ends[cl] = end;
+      if (__atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) == 0 && end > current + 1) mask[cl] = any = true;
+      __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
+    }
+    if (!any) continue;
+    LockClasses(cpu, mask);
+    for (size_t cl = 1; cl < kNumClasses; ++cl) {
+      if (!mask[cl]) continue;
+      SlabHeader* hd = Header(cpu, cl);
+      const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+      const uint16_t old_end = ends[cl];
+      const uint16_t new_end = old_end > current ? static_cast<uint16_t>(current + (old_end - current) / 2) : current;
+      // current <= end always (a push checks it), so new_end <= old_end.
+      if (old_end > new_end) m.capacity_bytes -= static_cast<size_t>(old_end - new_end) * SizeMap::ClassSize(cl);
+      __atomic_store_n(&hd->end, new_end, __ATOMIC_RELEASE);
+      __atomic_store_n(&hd->begin, begin_[cl], __ATOMIC_RELEASE);
+    }
+  }
+  return bytes;
+}
+
+size_t CpuCache::CpuBytes(int cpu) const {
+  if (!active() || !meta(cpu).initialized) return 0;
+  size_t bytes = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
+    if (current > begin_[cl]) bytes += static_cast<size_t>(current - begin_[cl]) * SizeMap::ClassSize(cl);
+  }
+  return bytes;
+}
+
+size_t CpuCache::TotalBytes() const {
+  size_t bytes = 0;
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) bytes += CpuBytes(cpu);
+  return bytes;
+}
+
+size_t CpuCache::CpuCapacityBytes(int cpu) const {
+  if (!active()) return 0;
+  return __atomic_load_n(&meta(cpu).capacity_bytes, __ATOMIC_RELAXED);
+}
+
+size_t CpuCache::ClassObjects(size_t cl) const {
+  size_t n = 0;
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) {
+    if (!meta(cpu).initialized) continue;
+    const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
+    if (current > begin_[cl]) n += current - begin_[cl];
+  }
+  return n;
+}
+
+void CpuCache::LockAll() {
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) meta(cpu).lock.Lock();
+}
+
+void CpuCache::UnlockAll() {
+  for (int cpu = static_cast<int>(num_cpus_) - 1; cpu >= 0; --cpu) meta(cpu).lock.Unlock();
+}
+
+void CpuCache::ResetLocksAfterFork() {
+  for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) meta(cpu).lock.ResetAfterFork();
+}
+
+}  // namespace tcm

@@ -1,0 +1,290 @@
+// CpuCache: per-CPU slabs driven through their rseq fast paths and slow paths, over a private
+// heap, while threads migrate between CPUs, are preempted inside critical sections, and
+// other threads drain the caches they use. Every object carries its owner's fill pattern, so
+// an object handed out twice, or lost, shows up.
+//
+// CPU_CACHE_TEST_FORCE_OWN=1 (set by CTest together with GLIBC_TUNABLES=glibc.pthread.rseq=0)
+// makes the test register rseq areas of its own instead of using glibc's.
+#define TCM_RSEQ_COUNT_ABORTS 1
+extern "C" {
+unsigned long tcm_rseq_aborts = 0;
+}
+
+#include "core/cpu_cache.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/central_freelist.h"
+#include "core/size_classes.h"
+#include "platform/os.h"
+#include "platform/rseq.h"
+#include "test_heap.h"
+
+namespace tcm {
+namespace {
+
+bool ForceOwn() {
+  const char* v = getenv("CPU_CACHE_TEST_FORCE_OWN");
+  return v != nullptr && v[0] == '1';
+}
+
+class CpuCacheTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { source_ = os::InitRseq(/*allow_own=*/true, ForceOwn()); }
+
+  void SetUp() override {
+    if (source_ == os::RseqSource::kNone) {
+      GTEST_SKIP() << "no rseq on this machine";
+    }
+    if (ForceOwn()) {
+      ASSERT_EQ(source_, os::RseqSource::kOwn);
+    }
+    t_ = testing::TestHeap::Make();
+    central_ = std::make_unique<CentralFreeList[]>(kNumClasses);
+    for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap);
+    cache_ = std::make_unique<CpuCache>();
+    ASSERT_TRUE(cache_->Init(&t_->arena, central_.get(), kDefaultMaxPerCpuCacheBytes));
+  }
+
+  void* Alloc(size_t cl) {
+    void* p = cache_->Pop(cl);
+    return p != nullptr ? p : cache_->AllocateMiss(cl);
+  }
+  void Free(size_t cl, void* p) {
+    if (!cache_->Push(cl, p)) cache_->DeallocateMiss(cl, p);
+  }
+
+  // Allocates and frees objects of classes 2..20 (>= 16 bytes: room for a two-word
+  // pattern), verifying each object's pattern before it is freed.
+  void Churn(uint64_t tag, int iterations, bool yield) {
+    std::mt19937_64 rng(tag);
+    std::vector<std::pair<size_t, uint64_t*>> live;
+    for (int i = 0; i < iterations; ++i) {
+      if (live.size() < 64 && (live.empty() || rng() % 3 != 0)) {
+        size_t cl = 2 + rng() % 19;
+        auto* p = static_cast<uint64_t*>(Alloc(cl));
+        ASSERT_NE(p, nullptr);
+        p[0] = tag;
+        p[1] = reinterpret_cast<uintptr_t>(p) ^ tag;
+        live.emplace_back(cl, p);
+      } else {
+        size_t k = rng() % live.size();
+        auto [cl, p] = live[k];
+        live[k] = live.back();
+        live.pop_back();
+        ASSERT_EQ(p[0], tag) << "object handed to two owners";
+        ASSERT_EQ(p[1], reinterpret_cast<uintptr_t>(p) ^ tag);
+        Free(cl, p);
+      }
+      if (yield && rng() % 16 == 0) sched_yield();
+    }
+    for (auto [cl, p] : live) {
+      ASSERT_EQ(p[0], tag);
+      Free(cl, p);
+    }
+  }
+
+  static os::RseqSource source_;
+  std::unique_ptr<testing::TestHeap> t_;
+  std::unique_ptr<CentralFreeList[]> central_;
+  std::unique_ptr<CpuCache> cache_;
+};
+os::RseqSource CpuCacheTest::source_ = os::RseqSource::kNone;
+
+TEST_F(CpuCacheTest, EmptyCacheMissesThenHits) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  EXPECT_EQ(cache_->Pop(cl), nullptr);  // capacity 0 on a CPU no one used
+  void* p = cache_->AllocateMiss(cl);   // grows the capacity and refills
+  ASSERT_NE(p, nullptr);
+  void* q = cache_->Pop(cl);            // the refill left objects on this CPU (unless migrated)
+  if (q != nullptr) Free(cl, q);
+  Free(cl, p);
+  EXPECT_GT(cache_->TotalBytes(), 0u);
+  EXPECT_LE(cache_->TotalBytes(), 2 * kDefaultMaxPerCpuCacheBytes * static_cast<size_t>(cache_->num_cpus()));
+}
+
+TEST_F(CpuCacheTest, ObjectsComeBackOnce) {
+  const size_t cl = SizeMap::ClassIndex(48);
+  std::vector<void*> got;
+  for (int i = 0; i < 5000; ++i) got.push_back(Alloc(cl));
+  std::vector<void*> sorted = got;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  for (void* p : got) Free(cl, p);
+  cache_->DrainAll();
+  EXPECT_EQ(cache_->TotalBytes(), 0u);
+  central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, ByteBudgetBoundsEveryCpu) {
+  cache_->set_max_bytes_per_cpu(64 * 1024);
+  std::vector<std::pair<size_t, void*>> all;
+  for (size_t cl = 1; cl < kNumClasses; cl += 3)
+    for (int i = 0; i < 200; ++i) all.emplace_back(cl, Alloc(cl));
+  for (auto [cl, p] : all) Free(cl, p);
+  for (int cpu = 0; cpu < cache_->num_cpus(); ++cpu) {
+    EXPECT_LE(cache_->CpuCapacityBytes(cpu), 64u * 1024) << "cpu " << cpu;
+    EXPECT_LE(cache_->CpuBytes(cpu), 64u * 1024) << "cpu " << cpu;
+  }
+}
+
+TEST_F(CpuCacheTest, ThreadsMigratedBetweenCpus) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  std::vector<pthread_t> handles(6);
+  std::atomic<int> started{0}, finished{0};
+  for (int t = 0; t < 6; ++t) {
+    workers.emplace_back([&, t] {
+      handles[t] = pthread_self();
+      started.fetch_add(1);
+      Churn(0x1000 + t, 300000, false);
+      finished.fetch_add(1);
+      while (!stop.load()) sched_yield();  // stay joinable-alive until the migrator stopped
+    });
+  }
+  while (started.load() < 6) sched_yield();
+  // Moves the workers between CPUs as fast as it can while they run.
+  std::thread migrator([&] {
+    const int n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int round = 0; !stop.load(); ++round) {
+      for (int t = 0; t < 6; ++t) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((round + t) % n, &set);
+        pthread_setaffinity_np(handles[t], sizeof(set), &set);
+      }
+      sched_yield();
+    }
+  });
+  while (finished.load() < 6) sched_yield();
+  stop = true;
+  migrator.join();
+  for (auto& w : workers) w.join();
+  cache_->DrainAll();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, PreemptedInsideCriticalSectionsRestart) {
+  // Many more threads than CPUs, yielding and interrupted by a timer signal storm: sections
+  // get aborted and restarted; the restarts must be counted and the objects intact.
+  struct sigaction sa = {};
+  sa.sa_handler = [](int) {};
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, nullptr);
+  itimerval every{{0, 50}, {0, 50}};
+  const unsigned long before = __atomic_load_n(&tcm_rseq_aborts, __ATOMIC_RELAXED);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 16; ++t) workers.emplace_back([&, t] { Churn(0x2000 + t, 100000, true); });
+  // The signals go to whichever thread runs; the workers do nothing but rseq-heavy work.
+  setitimer(ITIMER_REAL, &every, nullptr);
+  for (auto& w : workers) w.join();
+  // Keep going (bounded) until at least one abort was seen: preemption is random.
+  for (int extra = 0; extra < 50 && __atomic_load_n(&tcm_rseq_aborts, __ATOMIC_RELAXED) == before; ++extra) {
+    std::vector<std::thread> more;
+    for (int t = 0; t < 8; ++t) more.emplace_back([&, t] { Churn(0x3000 + t, 50000, true); });
+    for (auto& w : more) w.join();
+  }
+  itimerval off{};
+  setitimer(ITIMER_REAL, &off, nullptr);
+  EXPECT_GT(__atomic_load_n(&tcm_rseq_aborts, __ATOMIC_RELAXED), before) << "no critical section was ever restarted";
+  cache_->DrainAll();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, DrainWhileAnotherThreadUsesTheCpu) {
+  if (os::AllowedCpuCount() < 2) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  std::atomic<bool> done{false}, started{false};
+  ASSERT_TRUE(os::PinToCpu(1));
+  std::thread user([&] {
+    ASSERT_TRUE(os::PinToCpu(0));
+    started = true;
+    Churn(0x4000, 3000000, false);
+    done = true;
+  });
+  while (!started.load()) sched_yield();
+  size_t drained = 0, passes = 0;
+  while (!done.load()) {
+    drained += cache_->Drain(0);
+    ++passes;
+  }
+  user.join();
+  os::UnpinFromCpus();
+  EXPECT_GT(passes, 0u);
+  EXPECT_GT(cache_->drains(), 0u);
+  EXPECT_GT(drained, 0u) << "no drain found objects to take while the CPU was in use";
+  cache_->DrainAll();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
+  const size_t cl = SizeMap::ClassIndex(128);
+  std::vector<void*> v;
+  for (int i = 0; i < 300; ++i) v.push_back(Alloc(cl));
+  for (void* p : v) Free(cl, p);
+  ASSERT_GT(cache_->TotalBytes(), 0u);
+  // Not idle yet: the CPU stays (the class missed in this period, so it keeps its capacity).
+  const uint64_t now = os::MonotonicCoarseNs();
+  cache_->MarkActive(now);
+  const size_t before = cache_->TotalBytes();
+  cache_->Maintain(now);
+  EXPECT_EQ(cache_->TotalBytes(), before);
+  // Long after the last sign of activity: everything goes back to the central lists.
+  cache_->Maintain(now + 10 * kCpuIdleNs);
+  EXPECT_EQ(cache_->TotalBytes(), 0u);
+  for (int cpu = 0; cpu < cache_->num_cpus(); ++cpu) EXPECT_EQ(cache_->CpuCapacityBytes(cpu), 0u);
+  central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, UnusedCapacityShrinksOnActiveCpus) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(256);
+  std::vector<void*> v;
+  for (int i = 0; i < 400; ++i) v.push_back(Alloc(cl));
+  for (int i = 0; i < 100; ++i) Free(cl, v[i]);  // leaves spare capacity above `current`
+  const uint64_t now = os::MonotonicCoarseNs();
+  cache_->MarkActive(now);
+  cache_->Maintain(now);  // resets the miss counts (the class missed in this period)
+  const size_t cap = cache_->CpuCapacityBytes(0);
+  const uint64_t later = now + kCpuResizeIntervalNs;
+  cache_->MarkActive(later);
+  cache_->Maintain(later);  // no miss since: half of the spare capacity goes back
+  EXPECT_LT(cache_->CpuCapacityBytes(0), cap);
+  for (int i = 100; i < 400; ++i) Free(cl, v[i]);
+  os::UnpinFromCpus();
+  cache_->DrainAll();
+  central_[cl].Verify();
+}
+
+TEST_F(CpuCacheTest, OneCpuByAffinity) {
+  // A process restricted to one CPU: every thread shares that CPU's cache.
+  ASSERT_TRUE(os::PinToCpu(0));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) workers.emplace_back([&, t] { Churn(0x5000 + t, 100000, true); });
+  for (auto& w : workers) w.join();
+  os::UnpinFromCpus();
+  for (int cpu = 1; cpu < cache_->num_cpus(); ++cpu) EXPECT_EQ(cache_->CpuBytes(cpu), 0u);
+  cache_->DrainAll();
+  for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+}
+
+TEST(RseqPlatform, PossibleCpusCoverOnlineOnes) {
+  EXPECT_GE(os::NumPossibleCpus(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+}  // namespace
+}  // namespace tcm
