@@ -99,6 +99,12 @@ constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
 inline constexpr size_t kNumClasses = size_class_internal::kTable.count;
 
 namespace size_class_internal {
+constexpr std::array<uint64_t, kMaxClasses> Reciprocals() {
+  std::array<uint64_t, kMaxClasses> r{};
+  for (size_t cl = 1; cl < kTable.count; ++cl) r[cl] = (uint64_t{1} << 40) / kTable.info[cl].size + 1;
+  return r;
+}
+
 constexpr std::array<uint16_t, kMaxClasses> InitialBatches() {
   std::array<uint16_t, kMaxClasses> b{};
   for (size_t cl = 0; cl < kTable.count; ++cl) b[cl] = kTable.info[cl].batch;
@@ -112,12 +118,8 @@ struct SizeMap {
   static constexpr std::array<uint8_t, size_class_internal::kIndexCount> kIndex =
       size_class_internal::MakeIndex();
   // floor(2^40 / size) + 1 per class (0 for class 0): see ObjectIndex.
-  static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kReciprocal = [] {
-    std::array<uint64_t, size_class_internal::kMaxClasses> r{};
-    for (size_t cl = 1; cl < size_class_internal::kTable.count; ++cl)
-      r[cl] = (uint64_t{1} << 40) / size_class_internal::kTable.info[cl].size + 1;
-    return r;
-  }();
+  static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kReciprocal =
+      size_class_internal::Reciprocals();
 
   // REQUIRES size <= kMaxSize.
   static TCM_ALWAYS_INLINE size_t ClassIndex(size_t size) {
