@@ -39,6 +39,7 @@ bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per
 // Like Push, but copies items[0, k) into the slots above `current` in a loop, k = min(n,
 // free slots), and commits current += k with the one store.
 int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
+  for (int j = 0; j < n; ++j) TCM_TSAN_RELEASE(items[j]);
   uintptr_t slab, cur, k, i, tmp, dst;
   asm volatile goto(TCM_RSEQ_PROLOGUE
                     "movzwl (%[slab],%[cl],8), %k[cur]\n\t"
@@ -98,6 +99,7 @@ int CpuCache::PopBatch(size_t cl, void** out, int n) {
                       [out] "r"(out), [n] "r"(n)
                     : "cc", "memory"
                     : miss);
+  for (uintptr_t j = 0; j < k; ++j) TCM_TSAN_ACQUIRE(out[j]);
   return static_cast<int>(k);
 miss:
   return 0;
