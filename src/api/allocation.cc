@@ -384,7 +384,7 @@ void DeallocateSlow(void* p) noexcept {
   }
   tc = GetOrCreateCache();
   if (tc == nullptr) {
-    *static_cast<void**>(p) = nullptr;
+    SetLink(p, nullptr);
     g_central[cl].InsertRange(p, 1);
     return;
   }
@@ -438,7 +438,7 @@ void VerifyHeap() {
   if (tc != &g_empty_cache) {
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
       uint32_t n = 0;
-      for (void* o = tc->lists_[cl].head; o != nullptr; o = *static_cast<void**>(o)) {
+      for (void* o = tc->lists_[cl].head; o != nullptr; o = GetLink(o)) {
         TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl);
         TCM_CHECK(++n <= tc->lists_[cl].length);
       }

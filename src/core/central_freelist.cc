@@ -6,9 +6,8 @@
 
 namespace tcm {
 
-// Chains between tiers (thread caches, transfer cache, here) are linked through NextOf;
-// span free lists through freelist_link.h's encoded span links.
-static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+// Free objects are linked through freelist_link.h's encoded words: chain links in the
+// batches that come and go, span links inside spans.
 
 static constexpr const char* kIntoTransfer = "free() (batch from a thread cache into the transfer cache)";
 static constexpr const char* kIntoSpans = "free() (objects returning to their spans)";
@@ -56,7 +55,7 @@ void CentralFreeList::ChainEndsEarly(const char* call, int n, int k, const void*
 }
 
 void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
-  for (void* o = start; k > 0; --k, o = NextOf(o))
+  for (void* o = start; k > 0; --k, o = GetLink(o))
     if (o == obj)
       Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
             kIntoTransfer, obj, unsigned{cl_}, size_);
@@ -85,7 +84,7 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
     if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(start, k, obj);
     filter[h >> 6] |= bit;
     last = obj;
-    obj = NextOf(obj);
+    obj = GetLink(obj);
   }
   if (TCM_UNLIKELY(last != end))
     Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
@@ -204,7 +203,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       }
       span->objects = next;
       ++span->refcount;
-      if (tail == nullptr) head = obj; else NextOf(tail) = obj;
+      if (tail == nullptr) head = obj; else SetLink(tail, obj);
       tail = obj;
       ++got;
     }
@@ -214,7 +213,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
     }
   }
   free_objects_ -= static_cast<size_t>(got);
-  if (got > 0) NextOf(tail) = nullptr;
+  if (got > 0) SetLink(tail, nullptr);
   *start = head;
   *end = tail;
   return got;
@@ -245,7 +244,7 @@ void CentralFreeList::InsertRange(void* start, int n) {
           Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
       }
       // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
-      void* next = NextOf(obj);
+      void* next = GetLink(obj);
       if (TCM_UNLIKELY(span->refcount == 0))
         Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
               kIntoSpans, obj, unsigned{cl_}, size_);

@@ -213,8 +213,7 @@ bool AbortedOrFaulted(int status) {
   return WIFSIGNALED(status) && (WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGSEGV);
 }
 
-// Enabled once the thread-cache lists use freelist_link.h too (they are plain today).
-TEST(HardeningDeathTest, DISABLED_UseAfterFreeWriteInThreadCacheNeverRedirects) {
+TEST(HardeningDeathTest, UseAfterFreeWriteInThreadCacheNeverRedirects) {
   if (PerCpuFrontEnd()) GTEST_SKIP() << "per-CPU arrays do not link their blocks";
   EXPECT_EXIT(UseAfterFreeWriteInThreadCache(), AbortedOrFaulted, "");
 }

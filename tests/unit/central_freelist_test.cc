@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/freelist_link.h"
+
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -16,7 +18,18 @@
 namespace tcm {
 namespace {
 
-void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+// An object's free-list link, read and written through freelist_link.h's encoding, as
+// the allocator's tiers do.
+struct LinkRef {
+  void* obj;
+  operator void*() const { return GetLink(obj); }
+  LinkRef& operator=(void* next) {
+    SetLink(obj, next);
+    return *this;
+  }
+};
+LinkRef NextOf(void* obj) { return LinkRef{obj}; }
+[[maybe_unused]] void*& RawWord(void* obj) { return *static_cast<void**>(obj); }
 
 class CentralFreeListTest : public ::testing::Test {
  protected:
@@ -370,7 +383,7 @@ TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
   Insert(objs, 1, 8);  // objs[1..7] on the span's list, objs[0] keeps the span
   static char target[4096];
   // A use-after-free write of an address of the writer's choice into every free block.
-  for (size_t i = 1; i < 8; ++i) NextOf(objs[i]) = target;
+  for (size_t i = 1; i < 8; ++i) RawWord(objs[i]) = target;
   EXPECT_DEATH(
       {
         std::vector<void*> more;
@@ -386,7 +399,7 @@ TEST_F(CentralFreeListTest, SpanListLinksAreNotPlainPointers) {
   // The span's remaining free objects are linked in address order from the next one on;
   // what is stored in the first word is not the plain address of the next object.
   char* next_free = static_cast<char*>(objs[0]) + 48;
-  EXPECT_NE(NextOf(next_free), static_cast<void*>(next_free + 48));
+  EXPECT_NE(RawWord(next_free), static_cast<void*>(next_free + 48));
   central_->Verify();
 }
 
