@@ -283,6 +283,9 @@ class TCMallocImplementation final : public MallocExtension {
   }
   Ownership GetOwnership(const void* p) override {
     // Any byte of a block counts. The lock: p need not be a live block of the caller's.
+    uintptr_t start;
+    size_t usable;
+    if (g_guarded.FindLive(reinterpret_cast<uintptr_t>(p), &start, &usable)) return kOwned;
     SpinLockHolder h(g_pageheap.lock());
     return FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p)).found() ? kOwned : kNotOwned;
   }

@@ -87,6 +87,16 @@ size_t GuardedPool::UsableSize(const void* p) {
   return s.state == State::kLive && s.block == addr ? s.usable : 0;
 }
 
+bool GuardedPool::FindLive(uintptr_t addr, uintptr_t* start, size_t* usable) const {
+  const long i = SlotOf(addr);
+  if (i < 0 || slots_ == nullptr) return false;
+  const Slot& s = slots_[i];
+  if (s.state != State::kLive || addr < s.block || addr >= s.block + s.usable) return false;
+  *start = s.block;
+  *usable = s.usable;
+  return true;
+}
+
 static void PrintStack(const char* title, void* const* pcs, int depth) {
   char line[512];
   {

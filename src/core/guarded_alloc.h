@@ -65,6 +65,10 @@ class GuardedPool {
   // Usable size of the live block starting at p; 0 if p is not one (REQUIRES Contains(p)).
   size_t UsableSize(const void* p);
 
+  // The live block holding byte addr: true with its start and usable size. Takes no lock
+  // (for ownership queries, racy by nature, and for callers holding every allocator lock).
+  bool FindLive(uintptr_t addr, uintptr_t* start, size_t* usable) const;
+
   // Called by the fault handler: if addr is in the pool, reports and aborts.
   void OnFault(const void* addr);
 

@@ -49,6 +49,9 @@ TEST(GuardedSampling, RateIsTheEnvironmentsAndEveryBlockIsGuarded) {
   const bool b_right = (reinterpret_cast<uintptr_t>(b) + 64) % kPage == 0;
   EXPECT_NE(a_right, b_right);
   EXPECT_EQ(malloc_usable_size(a), 64u);  // the class size, as nallocx says
+  // Ours by any of its bytes, like every other block (soak tests and the checker ask).
+  EXPECT_EQ(MallocExtension::instance()->GetOwnership(a), MallocExtension::kOwned);
+  EXPECT_EQ(MallocExtension::instance()->GetOwnership(static_cast<char*>(a) + 63), MallocExtension::kOwned);
   memset(a, 1, 64);
   memset(b, 2, 64);
   free(a);
