@@ -52,10 +52,18 @@ def log(msg):
 
 class Workload:
     """One program invocation. `extra` maps program-reported keys worth their own table row
-    (all lower-is-better) to the row's label. `throughput` is False when ops means nothing."""
+    (all lower-is-better) to the row's label. `throughput` is False when ops means nothing.
+    `env` adds environment variables (the same for every allocator); argv[0] is a workload
+    binary's name, or an absolute path (an interpreter)."""
 
-    def __init__(self, name, argv, throughput=True, extra=None):
+    def __init__(self, name, argv, throughput=True, extra=None, env=None):
         self.name, self.argv, self.throughput, self.extra = name, argv, throughput, extra or {}
+        self.env = env or {}
+
+
+def system_python():
+    """Debian's /usr/bin/python3 (pymalloc on, dynamically linked so LD_PRELOAD reaches it)."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
 def human_size(n):
@@ -111,11 +119,26 @@ def workloads(mode, threads):
     w.append(Workload("8B objects held", ["small_overhead", "10000000" if full else "2000000", "8"],
                       extra={"heap_ratio": "8 B objects: RSS growth / bytes requested",
                              "rss_after_free_mib": "8 B objects: RSS after all were freed, MiB"}))
-    # The design's two-phase program (300 MB phases in full mode).
-    w.append(Workload("two-phase", ["phase", "300" if full else "100"], throughput=False,
-                      extra={"rss_phase1_mib": "two-phase: RSS after phase 1, MiB",
-                             "rss_phase2_mib": "two-phase: RSS after phase 2, MiB",
-                             "rss_idle_mib": "two-phase: RSS after a second of light activity, MiB"}))
+    # The design's two-phase program (300 MB per phase, 16..512-byte objects), then a quiet
+    # second of pure thread-cache hits; and again with five seconds of sleep, background
+    # release on (ours: TCMALLOC_BACKGROUND_RELEASE; jemalloc: its background_thread).
+    phase_extra = {"rss_phase2_mib": "two-phase: RSS after phase 2, MiB",
+                   "rss_idle_mib": "two-phase: RSS after the quiet period, MiB",
+                   "idle_s_to_20mib": "two-phase: seconds of quiet until RSS <= 20 MiB (-1 never)"}
+    w.append(Workload("two-phase, then cache hits", ["phase", "300", "hits"], throughput=False,
+                      extra={k: v.replace("two-phase", "two-phase+hits") for k, v in phase_extra.items()}))
+    w.append(Workload("two-phase, then sleep (bg)", ["phase", "300", "sleep"], throughput=False,
+                      extra={k: v.replace("two-phase", "two-phase+sleep, background on") for k, v in phase_extra.items()},
+                      env={"TCMALLOC_BACKGROUND_RELEASE": "1", "MALLOC_CONF": "background_thread:true"}))
+    # A key-value server that loads 1M keys, deletes them and serves light traffic for 2 s.
+    w.append(Workload("kv-server 1M keys", ["kv_server", "1M", "2000"], throughput=False,
+                      extra={"rss_loaded_mib": "kv-server: RSS loaded, MiB",
+                             "rss_served_mib": "kv-server: RSS after 2 s of light traffic, MiB",
+                             "served_frac": "kv-server: RSS served / RSS loaded"}))
+    # An allocation-heavy Python program (pymalloc on): peak RSS is the figure.
+    w.append(Workload("python alloc mix", [system_python(), os.path.join(BENCH, "python_alloc.py"),
+                                           "1.0" if full else "0.25"], throughput=False,
+                      extra={"rss_end_mib": "python: RSS after everything was dropped, MiB"}))
     return w
 
 
@@ -281,8 +304,9 @@ def run_once(argv, env, timeout):
     return m, None
 
 
-def command_line(argv, lib):
-    pre = f"LD_PRELOAD={lib} " if lib else ""
+def command_line(argv, lib, env=None):
+    pre = "".join(f"{k}={v} " for k, v in (env or {}).items())
+    pre += f"LD_PRELOAD={lib} " if lib else ""
     return pre + " ".join(argv)
 
 
@@ -326,10 +350,12 @@ def run_timing(ws, allocs, bindir, rounds, timeout):
                     prog.step(f"{w.name} / {name} (skipped: failed before)")
                     continue
                 prog.step(f"round {r + 1}/{rounds}: {w.name} / {name}")
-                argv = [os.path.join(bindir, w.argv[0])] + w.argv[1:]
-                m, err = run_once(argv, preload_env(lib, name), timeout)
+                argv = [w.argv[0] if os.path.isabs(w.argv[0]) else os.path.join(bindir, w.argv[0])] + w.argv[1:]
+                env = preload_env(lib, name)
+                env.update(w.env)
+                m, err = run_once(argv, env, timeout)
                 if err:
-                    failures[(w.name, name)] = f"{err}\n    reproduce: {command_line(argv, lib)}"
+                    failures[(w.name, name)] = f"{err}\n    reproduce: {command_line(argv, lib, w.env)}"
                     prog.line(f"FAILED {w.name} under {name}: {err}")
                 else:
                     samples[(w.name, name)].append(m)
@@ -651,7 +677,8 @@ def main():
         ws = [w for w in ws if re.search(args.filter, w.name)]
     if args.list:
         for w in ws:
-            print(f"{w.name:28s} {' '.join(w.argv)}")
+            env = "".join(f"{k}={v} " for k, v in w.env.items())
+            print(f"{w.name:28s} {env}{' '.join(w.argv)}")
         return 0
 
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -86,6 +86,12 @@ class PERFTOOLS_DLL_DECL MallocExtension {
   virtual void SetMemoryReleaseRate(double rate);
   virtual double GetMemoryReleaseRate();
 
+  // Ours, not gperftools' (a static member: the class's vtable stays gperftools' layout).
+  // One maintenance pass now: idle caches drained, memory idle for the release-rate delay
+  // returned to the OS; returns the bytes returned. For programs that run their own
+  // maintenance thread instead of TCMALLOC_BACKGROUND_RELEASE: call it every 0.1-1 s.
+  static size_t ProcessBackgroundActions();
+
   // Bytes an allocation of `size` really gets.
   virtual size_t GetEstimatedAllocatedSize(size_t size);
   // Usable bytes of a block we returned (p must be the block's start; NULL gives 0).

@@ -35,6 +35,9 @@ PERFTOOLS_DLL_DECL size_t MallocExtension_GetEstimatedAllocatedSize(size_t size)
 PERFTOOLS_DLL_DECL size_t MallocExtension_GetAllocatedSize(const void* p);
 PERFTOOLS_DLL_DECL size_t MallocExtension_GetThreadCacheSize(void);
 PERFTOOLS_DLL_DECL void MallocExtension_MarkThreadTemporarilyIdle(void);
+/* Ours: one maintenance pass now (MallocExtension::ProcessBackgroundActions); returns the
+ * bytes returned to the OS. For programs with their own maintenance thread. */
+PERFTOOLS_DLL_DECL size_t MallocExtension_ProcessBackgroundActions(void);
 
 typedef enum {
   MallocExtension_kUnknownOwnership = 0,

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "core/block_lookup.h"
+#include "core/freelist_link.h"
 #include "platform/fault_handler.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
@@ -31,13 +32,16 @@ static void OnThreadExit(void* arg) {
   tls_exiting = true;
   tls_cache = &g_empty_cache;
   g_caches.Destroy(tc);
+  // A lot may just have become free: the page heap's surplus rule released the bulk while
+  // the cache's spans came back; this lets idle transfer caches and runs go too.
+  g_scavenger.Tick();
 }
 
 void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
 
-static void ArmSampling(int64_t* left, uint64_t* rng);
+static void ArmCountdown(int64_t* left, uint64_t* rng);
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
@@ -49,7 +53,7 @@ static ThreadCache* GetOrCreateCache() {
   tc = g_caches.Create(&g_arena, g_central);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
-  ArmSampling(&tc->sample_left_, &tc->rng_);
+  ArmCountdown(&tc->sample_left_, &tc->rng_);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -119,58 +123,102 @@ struct Request {
   size_t align;  // 0 = malloc's alignment
 };
 
-// Two samplers share the fast path's one countdown (the thread cache's sample_left_, or
-// tls_sample_left in per-CPU mode): heap sampling (TCMALLOC_SAMPLE_PARAMETER) and guarded
-// sampling (TCMALLOC_GUARDED_SAMPLE_RATE). Each keeps its own bytes-to-go here; the
-// countdown is armed with the nearer of the two, and when it runs out both are charged
-// with what was allocated since it was armed. (Per thread: a thread uses one countdown.)
-static __thread int64_t tls_heap_left TCM_INITIAL_EXEC = 0;
-static __thread int64_t tls_guard_left TCM_INITIAL_EXEC = 0;
+// The countdown (ThreadCache::sample_left_ in per-thread mode, tls_sample_left in per-CPU
+// mode; both charged by malloc's fast path) runs to the nearest of three events: the next
+// heap sample (TCMALLOC_SAMPLE_PARAMETER), the next guarded sample
+// (TCMALLOC_GUARDED_SAMPLE_RATE), and the next housekeeping tick, which comes every
+// Scavenger::kHousekeepingBytes of allocation so that maintenance gets its turn even when a
+// program only ever hits its cache. Each keeps its bytes-to-go here (a thread uses one mode
+// only, so one set is enough); when the countdown expires all three are charged with what
+// was allocated since it was armed. The fast path costs nothing more than the sampling
+// countdown did: same subtraction, branch.
+static constexpr int64_t kSamplerOff = int64_t{1} << 62;  // bytes-to-go of a sampler that is off
+static __thread int64_t tls_heap_left TCM_INITIAL_EXEC = kSamplerOff;
+static __thread int64_t tls_guard_left TCM_INITIAL_EXEC = kSamplerOff;
+static __thread int64_t tls_tick_left TCM_INITIAL_EXEC = 0;
 static __thread int64_t tls_armed TCM_INITIAL_EXEC = 0;
 
 enum : unsigned { kHeapSampleDue = 1, kGuardedDue = 2 };
 
-// Next gap for a sampler with mean `mean` (<= 0: off, look at the setting again later).
-static int64_t NextGap(uint64_t* rng, const int64_t* mean_setting) {
-  const int64_t mean = __atomic_load_n(mean_setting, __ATOMIC_RELAXED);
-  return mean > 0 ? NextSampleGap(rng, mean) : kSamplingOffRecheck;
+// Next gap of a sampler whose mean is *setting (<= 0: off).
+static int64_t NextGap(uint64_t* rng, const int64_t* setting) {
+  const int64_t mean = __atomic_load_n(setting, __ATOMIC_RELAXED);
+  return mean > 0 ? NextSampleGap(rng, mean) : kSamplerOff;
 }
 
 static void Rearm(int64_t* left) {
-  tls_armed = tls_heap_left < tls_guard_left ? tls_heap_left : tls_guard_left;
-  *left = tls_armed;
+  int64_t next = tls_tick_left;
+  if (tls_heap_left < next) next = tls_heap_left;
+  if (tls_guard_left < next) next = tls_guard_left;
+  tls_armed = next;
+  *left = next;
 }
 
-static void ArmSampling(int64_t* left, uint64_t* rng) {
+// Starts a thread's countdown *left (its random state *rng).
+static void ArmCountdown(int64_t* left, uint64_t* rng) {
   tls_heap_left = NextGap(rng, &g_options.sample_parameter);
   tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
+  tls_tick_left = Scavenger::kHousekeepingBytes;
   Rearm(left);
 }
 
-// Which samplers want this allocation, which the fast path did not serve (0 = none). The
-// fast path charged the countdown only when it went negative there (and then left).
-static unsigned SampleDue(int64_t* left, uint64_t* rng, size_t size) {
+// The owner's side of "idle caches shrink" in per-thread mode: every kThreadCacheIdleNs the
+// thread's own cache gives back half of what it never needed since the previous collection
+// (the design's L/2 low-water rule), so a thread that once cached megabytes and now does
+// light work drains them. Only the owner may touch its lists, hence here and not in the
+// maintenance pass (which drains idle CPUs' caches in per-CPU mode).
+static constexpr uint64_t kThreadCacheIdleNs = 1'000'000'000;
+static __thread uint64_t tls_cache_collected_ns TCM_INITIAL_EXEC = 0;
+
+static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
+  if (now - tls_cache_collected_ns < kThreadCacheIdleNs) return;
+  if (tls_cache_collected_ns != 0) tc->Scavenge();  // the first call only starts the clock
+  tls_cache_collected_ns = now;
+}
+
+// Which samplers want this allocation, which the fast path did not serve (0: none). The
+// fast path charged the countdown only when it went negative there (and then left). When
+// the countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
+// The one function both front ends' slow paths call for their countdown.
+static unsigned SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* ticked) {
+  *ticked = 0;
   if (*left >= 0) {
     *left -= static_cast<int64_t>(size);
     if (*left >= 0) return 0;
   }
-  const int64_t consumed = tls_armed - *left;
+  *ticked = g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
+  const int64_t consumed = tls_armed - *left;  // *left is negative: overshot by that much
   tls_heap_left -= consumed;
   tls_guard_left -= consumed;
+  tls_tick_left -= consumed;
+  if (tls_tick_left < 0) tls_tick_left = Scavenger::kHousekeepingBytes;
   unsigned due = 0;
-  if (tls_heap_left < 0) {
-    if (__atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED) > 0) due |= kHeapSampleDue;
+  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
+  const int64_t rate = __atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED);
+  // A sampler turned on at run time starts with a gap like any other, not a sample; one
+  // turned off stops at its next expiry.
+  if (tls_heap_left > kSamplerOff / 2) {
+    if (period > 0) tls_heap_left = NextSampleGap(rng, period);
+  } else if (tls_heap_left < 0) {
+    if (period > 0) due |= kHeapSampleDue;
     tls_heap_left = NextGap(rng, &g_options.sample_parameter);
   }
-  if (tls_guard_left < 0) {
-    if (__atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED) > 0) due |= kGuardedDue;
+  if (tls_guard_left > kSamplerOff / 2) {
+    if (rate > 0) tls_guard_left = NextSampleGap(rng, rate);
+  } else if (tls_guard_left < 0) {
+    if (rate > 0) due |= kGuardedDue;
     tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
   }
   Rearm(left);
   return due;
 }
 
-static unsigned SampleDue(ThreadCache* tc, size_t size) { return SampleDue(&tc->sample_left_, &tc->rng_, size); }
+static unsigned SampleDue(ThreadCache* tc, size_t size) {
+  uint64_t ticked;
+  const unsigned due = SampleDue(&tc->sample_left_, &tc->rng_, size, &ticked);
+  if (ticked != 0) ShrinkIdleThreadCache(tc, ticked);
+  return due;
+}
 
 // Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
 // yet), so a new thread's first allocation is not sampled by construction. Each expiry
@@ -178,10 +226,12 @@ static unsigned SampleDue(ThreadCache* tc, size_t size) { return SampleDue(&tc->
 static unsigned SampleDueTls(size_t size) {
   if (TCM_UNLIKELY(tls_sample_rng == 0)) {
     tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
-    ArmSampling(&tls_sample_left, &tls_sample_rng);
+    ArmCountdown(&tls_sample_left, &tls_sample_rng);
   }
+  // Before the tick: the pass it may run must not take this CPU for idle.
   if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
-  return SampleDue(&tls_sample_left, &tls_sample_rng, size);
+  uint64_t ticked;
+  return SampleDue(&tls_sample_left, &tls_sample_rng, size, &ticked);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.

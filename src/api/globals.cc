@@ -28,6 +28,13 @@ constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
 constinit GuardedPool g_guarded;
 
+// The scavenger's front-end neighbour, called once per maintenance pass (any thread, no
+// allocator lock held): give back what the front end holds idle and return the bytes.
+// Per-CPU mode: CPUs whose threads went quiet give their caches back, so what they held
+// can reach the spans (and the page heap) in the same pass. Thread caches are owned by
+// their threads and shrink on their own housekeeping tick (api/allocation.cc) and at exit.
+static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(now_ns); }
+
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
@@ -100,7 +107,9 @@ void EnsureInitialized() {
   if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
   SpinLockHolder h(&g_init_lock);
   if (g_initialized.load(std::memory_order_relaxed)) return;
-  // Options first: batch sizes shape the central lists' transfer caches.
+  // The scavenger first, so the release rate set from the options reaches the page heap.
+  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd);
+  // Options next: batch sizes shape the central lists' transfer caches.
   LoadOptions(&g_options);
   ApplyOptions(g_options);
   // The free-list secret before the first object is linked (freelist_link.h).
@@ -116,6 +125,7 @@ void EnsureInitialized() {
       g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size)))
     SetPerCpuMode(true);
   g_pageheap.set_clock(Scavenger::NowNs());
+  g_pageheap.set_clock_source(&Scavenger::NowNs);
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in
   // reverse order), so other libraries' prepare handlers may still allocate.
   pthread_atfork(LockAll, UnlockAll, ResetLocksInChild);

@@ -337,6 +337,9 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.guarded_live_allocations")) return *value = g_guarded.live(), true;
   if (is("tcmalloc.guarded_resident_bytes")) return *value = g_guarded.resident_bytes(), true;
   if (is("tcmalloc.hardened")) return *value = g_options.hardened, true;
+  if (is("tcmalloc.background_release")) return *value = g_scavenger.background_wanted(), true;
+  if (is("tcmalloc.scavenger_passes")) return *value = g_scavenger.passes(), true;
+  if (is("tcmalloc.scavenger_released_bytes")) return *value = g_scavenger.released_bytes(), true;
   if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
@@ -396,6 +399,15 @@ bool TCMallocImplementation::SetNumericProperty(const char* name, size_t value) 
     SpinLockHolder h(g_pageheap.lock());
     g_pageheap.set_aggressive_decommit(value != 0);
     return true;
+  }
+  if (is("tcmalloc.background_release")) {
+    // Starts the thread now, not at the next slow path: a quiet program may never reach one.
+    if (value == 0) {
+      g_scavenger.StopBackgroundThread();
+      return true;
+    }
+    g_scavenger.StartBackgroundThread();
+    return g_scavenger.background_running();
   }
   return false;
 }
@@ -459,6 +471,11 @@ MallocExtension* MallocExtension::instance() {
   return cur != nullptr ? cur : DefaultImplementation();
 }
 
+size_t MallocExtension::ProcessBackgroundActions() {
+  EnsureInitialized();
+  return g_scavenger.RunNow();
+}
+
 void MallocExtension::Register(MallocExtension* implementation) {
   if (implementation != nullptr) g_current.store(implementation, std::memory_order_release);
 }
@@ -511,6 +528,7 @@ TCM_EXPORT size_t MallocExtension_GetThreadCacheSize(void) { return MallocExtens
 TCM_EXPORT void MallocExtension_MarkThreadTemporarilyIdle(void) {
   MallocExtension::instance()->MarkThreadTemporarilyIdle();
 }
+TCM_EXPORT size_t MallocExtension_ProcessBackgroundActions(void) { return MallocExtension::ProcessBackgroundActions(); }
 TCM_EXPORT MallocExtension_Ownership MallocExtension_GetOwnership(const void* p) {
   return static_cast<MallocExtension_Ownership>(MallocExtension::instance()->GetOwnership(p));
 }

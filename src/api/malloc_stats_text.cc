@@ -65,21 +65,47 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   out->Printf("Bytes released to the OS take up virtual address space but no physical memory.\n");
 }
 
+// Where each class's memory goes: the bytes its spans hold, the share the program uses, and
+// the rest by where it sits (thread caches, transfer cache, central list, span tails that
+// hold no whole object). frag% = everything but the program's bytes, of the span bytes:
+// a class with a high frag% and many span MiB is where the overhead is (objects freed but
+// caches full, or spans pinned by a few live objects).
 static void PrintClassTable(Printer* out) {
   ClassStats stats[kNumClasses];
   CollectClassStats(stats);
   out->Printf("------------------------------------------------\n");
-  out->Printf("Size classes: objects in use, bytes free per tier (thread / transfer / central), spans, batch\n");
+  out->Printf("Size classes: objects in use of span capacity; MiB in spans, in use, and free per tier;\n");
+  out->Printf("frag%% = (span bytes - bytes in use) / span bytes\n");
   out->Printf("------------------------------------------------\n");
-  out->Printf("class %8s %12s %12s %12s %12s %8s %6s\n", "size", "in use", "thread", "transfer", "central", "spans",
-              "batch");
+  out->Printf("class   size pages   in use objs   capacity   span MiB  in use MiB  thread MiB  xfer MiB  central MiB"
+              "  tail MiB  frag%%  spans  batch\n");
+  size_t tot_span = 0, tot_used = 0, tot_thread = 0, tot_xfer = 0, tot_central = 0, tot_tail = 0, tot_spans = 0;
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     const ClassStats& c = stats[cl];
     if (c.spans == 0 && c.thread_free == 0) continue;
-    size_t sz = SizeMap::ClassSize(cl);
-    out->Printf("%5zu %8zu %12zu %12zu %12zu %12zu %8zu %6zu\n", cl, sz, c.in_use_objects, c.thread_free * sz,
-                c.transfer_free * sz, c.central_free * sz, c.spans, SizeMap::NumToMove(cl));
+    const size_t sz = SizeMap::ClassSize(cl);
+    const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+    const size_t span_bytes = c.spans * SizeMap::ClassPages(cl) * kPageSize;
+    const size_t tail = span_bytes - c.spans * per_span * sz;
+    const size_t used = c.in_use_objects * sz;
+    const double frag = span_bytes == 0 ? 0.0 : 100.0 * static_cast<double>(span_bytes - used) / static_cast<double>(span_bytes);
+    out->Printf("%5zu %6zu %5zu %13zu %10zu %10.2f %11.2f %11.2f %9.2f %12.2f %9.2f %6.1f %6zu %6zu\n", cl, sz,
+                SizeMap::ClassPages(cl), c.in_use_objects, c.spans * per_span, ToMiB(span_bytes), ToMiB(used),
+                ToMiB(c.thread_free * sz), ToMiB(c.transfer_free * sz), ToMiB(c.central_free * sz), ToMiB(tail), frag,
+                c.spans, SizeMap::NumToMove(cl));
+    tot_span += span_bytes;
+    tot_used += used;
+    tot_thread += c.thread_free * sz;
+    tot_xfer += c.transfer_free * sz;
+    tot_central += c.central_free * sz;
+    tot_tail += tail;
+    tot_spans += c.spans;
   }
+  const double frag =
+      tot_span == 0 ? 0.0 : 100.0 * static_cast<double>(tot_span - tot_used) / static_cast<double>(tot_span);
+  out->Printf("total                                       %10.2f %11.2f %11.2f %9.2f %12.2f %9.2f %6.1f %6zu\n",
+              ToMiB(tot_span), ToMiB(tot_used), ToMiB(tot_thread), ToMiB(tot_xfer), ToMiB(tot_central), ToMiB(tot_tail),
+              frag, tot_spans);
 }
 
 static void PrintPageHeapTable(Printer* out) {
@@ -113,8 +139,24 @@ static void PrintPageHeapTable(Printer* out) {
   out->Printf("\n");
 }
 
+static void PrintMaintenance(Printer* out) {
+  uint64_t surplus_releases;
+  size_t released_total;
+  {
+    SpinLockHolder h(g_pageheap.lock());
+    surplus_releases = g_pageheap.stats().surplus_releases;
+    released_total = g_pageheap.stats().released_bytes_total;
+  }
+  out->Printf("Maintenance: %llu passes (%.1f MiB released idle), %llu surplus releases, %.1f MiB released in all;"
+              " background thread %s\n",
+              static_cast<unsigned long long>(g_scavenger.passes()), ToMiB(g_scavenger.released_bytes()),
+              static_cast<unsigned long long>(surplus_releases), ToMiB(released_total),
+              g_scavenger.background_running() ? "running" : "off");
+}
+
 void PrintStats(Printer* out, int level) {
   PrintHeapSummary(out, ComputeTotals());
+  PrintMaintenance(out);
   if (level >= 2) {
     PrintClassTable(out);
     PrintPageHeapTable(out);

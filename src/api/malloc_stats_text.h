@@ -1,8 +1,10 @@
 // The heap report of malloc_stats(), MALLOCSTATS and MallocExtension::GetStats, in
 // gperftools' "MALLOC: ..." format, written through a Printer (never allocates).
 //
-//   level 1  totals: bytes in use, free in each tier, metadata, released, overhead
-//   level 2  + a per-size-class table and the page heap's free runs by length
+//   level 1  totals: bytes in use, free in each tier, metadata, released, overhead; what
+//            maintenance did (passes, idle and surplus releases, background thread)
+//   level 2  + a per-size-class table (objects in use of span capacity, span bytes, free
+//            bytes per tier, fragmentation) and the page heap's free runs by length
 #ifndef TCMALLOC_MALLOC_STATS_TEXT_H_
 #define TCMALLOC_MALLOC_STATS_TEXT_H_
 

@@ -249,9 +249,11 @@ void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
   while (from < to) {
     int n = to - from < batch ? to - from : batch;
     void* head = slots[from];
+    TCM_TSAN_ACQUIRE(head);
     void* tail = head;
     for (int i = 1; i < n; ++i) {
       void* o = slots[from + i];
+      TCM_TSAN_ACQUIRE(o);
       SetLink(tail, o);
       tail = o;
     }

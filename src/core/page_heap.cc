@@ -165,7 +165,7 @@ bool PageHeap::GrowHeap(Length n) {
   }
   s->fresh = zeroed;
   s->location = Span::kNormal;
-  s->free_since = clock_;
+  s->free_since = Now();
   MergeIntoFreeList(s);
   return true;
 }
@@ -209,6 +209,7 @@ void PageHeap::ShrinkInPlace(Span* span, Length new_len) {
   RecordSpan(span);
   RecordSpan(tail);
   FreePiece(tail);
+  if (surplus_release_) MaybeReleaseSurplus();
 }
 
 void PageHeap::RegisterSizeClass(Span* span, uint8_t cl) {
@@ -227,21 +228,32 @@ Span* PageHeap::FreeNeighbor(PageId p, Span::Location kind) {
   return n;
 }
 
+// The idle stamp of two merged runs: their stamps averaged by length. Taking the newer one
+// would let a page freed next to a long-idle run of thousands restart the whole run's idle
+// clock (a stream of small frees could then keep it from ever being released); taking the
+// older one would release big fresh runs that merely touch an old page. Averaged, a run
+// counts as idle once most of its pages are.
+uint64_t PageHeap::MergedFreeSince(const Span* a, const Span* b) {
+  const unsigned __int128 sum = static_cast<unsigned __int128>(a->free_since) * a->length.n +
+                                static_cast<unsigned __int128>(b->free_since) * b->length.n;
+  return static_cast<uint64_t>(sum / (a->length.n + b->length.n));
+}
+
 void PageHeap::MergeIntoFreeList(Span* s) {
   const Span::Location kind = s->location;
   if (Span* prev = FreeNeighbor(s->start - Length{1}, kind); prev != nullptr && prev->end() == s->start) {
     RemoveFree(prev);
+    s->free_since = MergedFreeSince(s, prev);
     s->start = prev->start;
     s->length = s->length + prev->length;
     s->fresh = s->fresh && prev->fresh;
-    if (prev->free_since > s->free_since) s->free_since = prev->free_since;
     DeleteSpan(prev);
   }
   if (Span* next = FreeNeighbor(s->end(), kind); next != nullptr && next->start == s->end()) {
     RemoveFree(next);
+    s->free_since = MergedFreeSince(s, next);
     s->length = s->length + next->length;
     s->fresh = s->fresh && next->fresh;
-    if (next->free_since > s->free_since) s->free_since = next->free_since;
     DeleteSpan(next);
   }
   RecordSpan(s);
@@ -258,12 +270,28 @@ void PageHeap::Delete(Span* span) {
   span->objects = nullptr;
   span->refcount = 0;
   FreePiece(span);
+  if (surplus_release_) MaybeReleaseSurplus();
+}
+
+size_t PageHeap::SurplusReserve() const {
+  const size_t used = stats_.system_bytes - stats_.free_bytes - stats_.unmapped_bytes;
+  return kSurplusReserve + used / 2;
+}
+
+void PageHeap::MaybeReleaseSurplus() {
+  // Two compares per free while the heap is balanced. Past twice the reserve, release down
+  // to the reserve: each release gives back at least kSurplusReserve bytes, so a long run
+  // of frees (a thread exiting, a container emptied) makes few, large madvise calls.
+  const size_t reserve = SurplusReserve();
+  if (stats_.free_bytes <= 2 * reserve) return;
+  ++stats_.surplus_releases;
+  ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve));
 }
 
 void PageHeap::FreePiece(Span* span) {
   span->fresh = false;
   span->location = Span::kNormal;
-  span->free_since = clock_;
+  span->free_since = Now();
   MergeIntoFreeList(span);
   // Merging keeps `span` (it absorbs its neighbours), so it is the whole free run now.
   if (aggressive_decommit_) ReleaseSpan(span);
@@ -313,9 +341,7 @@ Length PageHeap::ReleaseAtLeastNPages(Length n) {
     return got.n != 0;
   };
   while (released < n && !large_normal_.empty()) {
-    Span* biggest = nullptr;
-    large_normal_.ForEach([&](Span* s) { biggest = s; });
-    if (!release(biggest)) return released;
+    if (!release(large_normal_.Largest())) return released;
   }
   for (size_t len = kMaxPages - 1; len >= 1 && released < n; --len) {
     while (released < n) {

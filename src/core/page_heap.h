@@ -35,6 +35,7 @@ struct PageHeapStats {
   size_t in_use_spans = 0;    // spans handed out (large objects and small-object spans)
   size_t released_bytes_total = 0;
   uint64_t release_calls = 0;
+  uint64_t surplus_releases = 0;  // times the surplus rule fired (set_surplus_release)
 };
 
 // One heap growth: how much the page heap asked the system for, and from where.
@@ -75,13 +76,30 @@ class PageHeap {
   // Releases kNormal free runs that have been free since before `idle_since` (a time on
   // the caller's clock, see set_clock). Returns the pages released.
   Length ReleaseIdle(uint64_t idle_since);
-  // The time stamped on spans as they become free (coarse, set by the maintenance tick).
+  // The time stamped on spans as they become free: the clock function's reading when one
+  // is set (the composition root sets the coarse monotonic clock, so a run freed after a
+  // long quiet spell is not mistaken for an idle one), else the last set_clock() value
+  // (unit tests drive time by hand).
   void set_clock(uint64_t now) { clock_ = now; }
+  void set_clock_source(uint64_t (*now)()) { clock_source_ = now; }
 
   // Limit on memory obtained from the system minus memory released back (0 = none).
   // Growth beyond it first releases free runs, then fails.
   void set_limit(size_t bytes) { limit_ = bytes; }
   size_t limit() const { return limit_; }
+  // Release at the moment a lot becomes free: when a span returned by Delete() leaves more
+  // than twice SurplusReserve() in free backed runs (the program freed far more than it
+  // uses: a thread exited, a big container was emptied, a huge block was freed), the
+  // largest runs are released at once until SurplusReserve() is left. The reserve is
+  // kSurplusReserve plus half the bytes in use, so a program that frees and reallocates
+  // blocks below kSurplusReserve (large-block churn) keeps its backed pages. Idle runs
+  // below the trigger are the scavenger's business. Off by default (tests of exact
+  // accounting); the composition root turns it on unless releasing is disabled.
+  static constexpr size_t kSurplusReserve = size_t{16} << 20;
+  void set_surplus_release(bool on) { surplus_release_ = on; }
+  bool surplus_release() const { return surplus_release_; }
+  size_t SurplusReserve() const;
+
   // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
   void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
   bool aggressive_decommit() const { return aggressive_decommit_; }
@@ -127,6 +145,7 @@ class PageHeap {
     pagemap_->Set(s->start, s);
     if (s->length.n > 1) pagemap_->Set(s->last(), s);
   }
+  uint64_t Now() const { return clock_source_ != nullptr ? clock_source_() : clock_; }
   void InsertFree(Span* s);
   void RemoveFree(Span* s);
   // Frees pages that belong to no counted in-use span: Delete()'s second half, also used
@@ -135,6 +154,9 @@ class PageHeap {
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
+  static uint64_t MergedFreeSince(const Span* a, const Span* b);
+  // The surplus rule of set_surplus_release, after a Delete().
+  void MaybeReleaseSurplus();
   // Releases one free kNormal span to the OS; returns its length, 0 if the OS refused.
   Length ReleaseSpan(Span* s);
 
@@ -149,10 +171,12 @@ class PageHeap {
   SpanTree large_returned_;
   PageHeapStats stats_;
   uint64_t clock_ = 0;
+  uint64_t (*clock_source_)() = nullptr;
   GrowthRecord* growth_ = nullptr;
   size_t growth_count_ = 0;
   size_t limit_ = 0;
   bool aggressive_decommit_ = false;
+  bool surplus_release_ = false;
 };
 
 template <typename F>

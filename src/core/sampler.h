@@ -2,7 +2,8 @@
 // its stack, so GetHeapSample can tell who holds the memory.
 //
 // Each thread cache counts down the bytes until its next sample (ThreadCache::sample_left_:
-// one subtraction and branch on malloc's fast path). Gaps are exponentially distributed with
+// one subtraction and branch on malloc's fast path; the same countdown also paces the
+// scavenger's housekeeping tick, see SampleDue in api/allocation.cc). Gaps are exponentially distributed with
 // the parameter as mean, so every byte has the same chance of being sampled and the
 // estimate (each sample of size s stands for 1 / (1 - exp(-s/T)) objects) is unbiased.
 // A sampled allocation gets its own page run, marked sampled, so free() finds its record
@@ -20,10 +21,6 @@
 #include "platform/stack_trace.h"
 
 namespace tcm {
-
-// Countdown used while sampling is off: the slow path then looks at the parameter again
-// after this many bytes, so turning sampling on at run time takes effect soon.
-inline constexpr int64_t kSamplingOffRecheck = int64_t{64} << 20;
 
 // Next gap (bytes, >= 1) for mean `mean`, from the per-thread generator state *rng.
 int64_t NextSampleGap(uint64_t* rng, int64_t mean);

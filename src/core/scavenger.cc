@@ -2,12 +2,35 @@
 
 #include <pthread.h>
 
-#include "api/globals.h"
 #include "platform/os.h"
 
 namespace tcm {
 
 uint64_t Scavenger::NowNs() { return os::MonotonicCoarseNs(); }
+
+void Scavenger::Init(PageHeap* heap, CentralFreeList* central, size_t num_classes,
+                     FrontEndShrinker shrink_idle_front_end) {
+  // Under lock_: a pass (which reads these after taking lock_) sees all or nothing.
+  SpinLockHolder h(&lock_);
+  heap_ = heap;
+  central_ = central;
+  num_classes_ = num_classes;
+  shrink_idle_front_end_ = shrink_idle_front_end;
+}
+
+void Scavenger::set_release_rate(double rate) {
+  if (!(rate >= 0)) rate = 0;  // also NaN
+  rate_.store(rate, std::memory_order_relaxed);
+  PageHeap* heap;
+  {
+    SpinLockHolder h(&lock_);
+    heap = heap_;
+  }
+  if (heap == nullptr) return;
+  // Rate 0 means "never release": the surplus rule obeys it too.
+  SpinLockHolder h(heap->lock());
+  heap->set_surplus_release(rate > 0);
+}
 
 uint64_t Scavenger::idle_time() const {
   double rate = release_rate();
@@ -16,42 +39,68 @@ uint64_t Scavenger::idle_time() const {
   return t < 1.0 ? 1 : static_cast<uint64_t>(t);
 }
 
-void Scavenger::MaybeMaintain() {
+uint64_t Scavenger::MaybeMaintain() {
   uint64_t now = NowNs();
-  if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return;
+  if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return now;
   Maintain(now);
   if (background_wanted_.load(std::memory_order_relaxed) &&
       !background_running_.load(std::memory_order_relaxed))
     StartBackgroundThread();
+  return now;
 }
 
-void Scavenger::Maintain(uint64_t now) {
-  if (!lock_.TryLock()) return;  // someone else is doing it
-  last_run_.store(now, std::memory_order_relaxed);
-  // CPUs whose threads went quiet give their caches back first, so what they held can
-  // reach the spans (and the page heap) in this same pass.
-  g_cpu_cache.Maintain(now);
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCacheIfIdle();
-  const uint64_t idle = idle_time();
-  {
-    SpinLockHolder h(g_pageheap.lock());
-    g_pageheap.set_clock(now);
-    if (idle != 0 && now > idle) g_pageheap.ReleaseIdle(now - idle);
+size_t Scavenger::RunNow() {
+  const size_t released = Maintain(NowNs());
+  if (background_wanted_.load(std::memory_order_relaxed) &&
+      !background_running_.load(std::memory_order_relaxed))
+    StartBackgroundThread();
+  return released;
+}
+
+size_t Scavenger::Maintain(uint64_t now) {
+  if (!lock_.TryLock()) return 0;  // someone else is doing it
+  if (heap_ == nullptr) {
+    lock_.Unlock();
+    return 0;
   }
+  last_run_.store(now, std::memory_order_relaxed);
+  passes_.fetch_add(1, std::memory_order_relaxed);
+  // Front end first: what it drains lands in the transfer caches and spans below.
+  if (shrink_idle_front_end_ != nullptr) shrink_idle_front_end_(now);
+  for (size_t cl = 1; cl < num_classes_; ++cl) central_[cl].FlushTransferCacheIfIdle();
+  const uint64_t idle = idle_time();
+  size_t released = 0;
+  {
+    SpinLockHolder h(heap_->lock());
+    heap_->set_clock(now);
+    if (idle != 0 && now > idle) released = heap_->ReleaseIdle(now - idle).bytes();
+  }
+  released_.fetch_add(released, std::memory_order_relaxed);
   lock_.Unlock();
+  return released;
 }
 
 void* Scavenger::BackgroundLoop(void* arg) {
   auto* self = static_cast<Scavenger*>(arg);
   for (;;) {
-    os::SleepNs(kTickInterval);
-    self->Maintain(NowNs());
+    while (self->background_wanted_.load(std::memory_order_relaxed)) {
+      os::SleepNs(kTickInterval);
+      self->Maintain(NowNs());
+    }
+    self->background_running_.store(false, std::memory_order_seq_cst);
+    // Asked for again between our last look and the store above: whoever asked saw the
+    // thread still running and started none, so this one carries on.
+    bool expected = false;
+    if (!self->background_wanted_.load(std::memory_order_seq_cst) ||
+        !self->background_running_.compare_exchange_strong(expected, true))
+      return nullptr;
   }
-  return nullptr;
 }
 
+void Scavenger::StopBackgroundThread() { background_wanted_.store(false, std::memory_order_seq_cst); }
+
 void Scavenger::StartBackgroundThread() {
-  background_wanted_.store(true, std::memory_order_relaxed);
+  background_wanted_.store(true, std::memory_order_seq_cst);
   bool expected = false;
   if (!background_running_.compare_exchange_strong(expected, true)) return;
   pthread_attr_t attr;

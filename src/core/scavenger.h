@@ -1,25 +1,39 @@
-// Scavenger: gives idle memory back without being asked.
+// Scavenger: the allocator's one maintenance mechanism. Gives idle memory back without being
+// asked, and gives the front end (thread caches, per-CPU caches) its turn to shrink.
 //
-// Free page-heap runs that stay unused for idle_time() = kBaseIdleTime / release_rate are
-// released to the OS with madvise(MADV_DONTNEED); chains parked in a transfer cache that
-// went unused for a whole tick go back to their spans (and empty spans to the page heap).
-// Memory in active use is never released, so a program that frees and reallocates the
-// same blocks keeps reusing backed pages: no page-fault storm.
+// A maintenance pass (Maintain) does, in order:
+//   1. shrink_idle_front_end(now): the front end drains what sat idle (set by the
+//      composition root; the per-CPU caches plug in here);
+//   2. chains parked in a transfer cache that went unused for a whole pass go back to
+//      their spans (and empty spans to the page heap);
+//   3. free page-heap runs that stayed unused for idle_time() = kBaseIdleTime / release_rate
+//      are released to the OS with madvise(MADV_DONTNEED).
+// Memory in active use is never released, so a program that frees and reallocates the same
+// blocks keeps reusing backed pages: no page-fault storm. (Release at the moment a lot
+// becomes free is the page heap's surplus rule, see PageHeap::set_surplus_release.)
 //
-// The work runs at most once per kTickInterval, from the allocator's slow paths (a counter
-// there reads the coarse clock every kCallsPerClockRead calls) or, opt-in, from a
-// background thread for programs that go quiet. Release rate 0 disables releasing.
+// Who runs the pass, at most once per kTickInterval:
+//   - Tick(): the fast path's housekeeping countdown expired (every kHousekeepingBytes of
+//     allocation per thread, so even pure cache hits get here), or a thread exits;
+//   - OnSlowPath(): allocator slow paths, reading the clock every kCallsPerClockRead calls;
+//   - the opt-in background thread, every kTickInterval, for programs that go quiet;
+//   - RunNow(): a program's own maintenance thread (MallocExtension_ProcessBackgroundActions).
+// Release rate 0 disables releasing (passes still shrink caches).
 //
-// Locking: Maintain() takes a try-lock of its own, then each transfer cache and the page
-// heap lock in turn (never two at once).
+// Locking: Maintain() takes a try-lock of its own (a pass already running is never waited
+// for), then the front end's locks, each transfer cache's and the page heap lock in turn
+// (never two at once). REQUIRES: the caller holds no allocator lock.
 #ifndef TCMALLOC_SCAVENGER_H_
 #define TCMALLOC_SCAVENGER_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "base/config.h"
 #include "base/spinlock.h"
+#include "core/central_freelist.h"
+#include "core/page_heap.h"
 
 namespace tcm {
 
@@ -28,8 +42,20 @@ class Scavenger {
   static constexpr uint64_t kTickInterval = 100'000'000;   // ns
   static constexpr uint64_t kBaseIdleTime = 500'000'000;   // ns, at release rate 1.0
   static constexpr uint32_t kCallsPerClockRead = 64;
+  // Bytes a thread allocates (fast path included) between two housekeeping ticks. Small
+  // enough that light traffic (a thousand 300-byte objects a second) ticks a few times per
+  // second; large enough that the tick (a coarse clock read) costs < 0.1 instruction per
+  // malloc even for 16-byte objects.
+  static constexpr int64_t kHousekeepingBytes = 64 * 1024;
+
+  // Returns bytes the front end gave back; called once per pass with the pass's time.
+  using FrontEndShrinker = size_t (*)(uint64_t now_ns);
 
   constexpr Scavenger() = default;
+
+  // Hands the scavenger its neighbours: the page heap and the central lists of classes
+  // 1..num_classes-1 (central[0] is unused). Before Init, passes do nothing.
+  void Init(PageHeap* heap, CentralFreeList* central, size_t num_classes, FrontEndShrinker shrink_idle_front_end);
 
   // From slow paths: cheap except every kCallsPerClockRead-th call.
   void OnSlowPath() {
@@ -38,24 +64,38 @@ class Scavenger {
     calls_.store(n, std::memory_order_relaxed);
     if (TCM_UNLIKELY(n % kCallsPerClockRead == 0)) MaybeMaintain();
   }
-  void MaybeMaintain();
-  // One maintenance pass at time `now` (ns, monotonic). Exposed for tests.
-  void Maintain(uint64_t now);
+  // The housekeeping tick: one clock read, a pass if the last one is kTickInterval old.
+  // Returns the time read (the caller's own housekeeping can use it).
+  uint64_t Tick() { return MaybeMaintain(); }
+  uint64_t MaybeMaintain();
+  // One maintenance pass at time `now` (ns, monotonic); returns bytes released to the OS,
+  // 0 as well when another pass was running. Exposed for tests.
+  size_t Maintain(uint64_t now);
+  // A pass right now (a program's own maintenance thread); starts the background thread if
+  // one was requested. Returns bytes released.
+  size_t RunNow();
 
-  void set_release_rate(double rate) { rate_.store(rate < 0 ? 0 : rate, std::memory_order_relaxed); }
+  // Takes the page heap lock: REQUIRES it not held.
+  void set_release_rate(double rate);
   double release_rate() const { return rate_.load(std::memory_order_relaxed); }
   // How long a free run must stay unused before release; 0 = never release.
   uint64_t idle_time() const;
 
   // Starts the opt-in background thread (idempotent; restarted lazily after fork).
   void StartBackgroundThread();
+  // The thread ends within kTickInterval (a later Start makes a new one).
+  void StopBackgroundThread();
   // Asks for the background thread; a later slow path starts it.
   void RequestBackgroundThread() { background_wanted_.store(true, std::memory_order_relaxed); }
+  bool background_wanted() const { return background_wanted_.load(std::memory_order_relaxed); }
   bool background_running() const { return background_running_.load(std::memory_order_relaxed); }
   void AfterForkInChild() {
     lock_.ResetAfterFork();
     background_running_.store(false, std::memory_order_relaxed);
   }
+
+  uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
+  size_t released_bytes() const { return released_.load(std::memory_order_relaxed); }
 
   static uint64_t NowNs();
 
@@ -63,8 +103,14 @@ class Scavenger {
   static void* BackgroundLoop(void*);
 
   SpinLock lock_;
+  PageHeap* heap_ = nullptr;
+  CentralFreeList* central_ = nullptr;
+  size_t num_classes_ = 0;
+  FrontEndShrinker shrink_idle_front_end_ = nullptr;
   std::atomic<uint32_t> calls_{0};
   std::atomic<uint64_t> last_run_{0};
+  std::atomic<uint64_t> passes_{0};
+  std::atomic<size_t> released_{0};
   std::atomic<double> rate_{1.0};
   std::atomic<bool> background_wanted_{false};
   std::atomic<bool> background_running_{false};

@@ -17,6 +17,12 @@ class SpanTree {
   void Remove(Span* s);  // REQUIRES s is in this tree
   // Smallest span with length >= n (lowest address among equals), or nullptr.
   Span* BestFit(Length n) const;
+  // The longest span (highest address among equals), or nullptr: the right spine's end.
+  Span* Largest() const {
+    Span* n = root_;
+    while (n != nullptr && n->right != nullptr) n = n->right;
+    return n;
+  }
   bool empty() const { return root_ == nullptr; }
   size_t size() const { return size_; }
 

@@ -98,8 +98,9 @@ class ThreadCache {
   // max_size_ minus the bytes held. Only frees (and refills) use it up, so malloc's fast
   // path does no byte accounting at all; CheckSize() makes it exact again.
   intptr_t room_ = 0;
-  // Bytes to allocate until the next sample (sampler.h); malloc's fast path subtracts the
-  // request and leaves on a negative result.
+  // Bytes to allocate until the next sample or housekeeping tick, whichever comes first
+  // (allocation.cc's SampleDue; sampler.h); malloc's fast path subtracts the request and
+  // leaves on a negative result.
   int64_t sample_left_ = 0;
   uint64_t rng_ = 0;  // the thread's sampling random state
 

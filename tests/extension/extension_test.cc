@@ -60,7 +60,9 @@ TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
                          "tcmalloc.current_total_thread_cache_bytes", "tcmalloc.metadata_bytes",
                          "tcmalloc.min_per_thread_cache_bytes", "tcmalloc.impl.thread_cache_count",
                          "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit",
-                         "tcmalloc.per_cpu_caches_active", "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free"};
+                         "tcmalloc.background_release", "tcmalloc.scavenger_passes",
+                         "tcmalloc.scavenger_released_bytes", "tcmalloc.per_cpu_caches_active",
+                         "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free"};
   for (const char* n : names) Prop(n);
   size_t v = 12345;
   EXPECT_FALSE(Ext()->GetNumericProperty("tcmalloc.no_such_property", &v));
@@ -96,9 +98,10 @@ TEST(Properties, SlackIsFreePlusUnmappedAndPhysicalExcludesUnmapped) {
 TEST(Properties, SettableOnesRoundTrip) {
   const char* names[] = {"tcmalloc.max_total_thread_cache_bytes", "tcmalloc.min_per_thread_cache_bytes",
                          "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb",
-                         "tcmalloc.aggressive_memory_decommit", "tcmalloc.max_per_cpu_cache_size"};
-  const size_t values[] = {8 << 20, 128 << 10, 0, 0, 1, 512 << 10};
-  for (size_t i = 0; i < 6; ++i) {
+                         "tcmalloc.aggressive_memory_decommit", "tcmalloc.max_per_cpu_cache_size",
+                         "tcmalloc.background_release"};
+  const size_t values[] = {8 << 20, 128 << 10, 0, 0, 1, 512 << 10, 1};
+  for (size_t i = 0; i < 7; ++i) {
     const size_t old = Prop(names[i]);
     ASSERT_TRUE(Ext()->SetNumericProperty(names[i], values[i])) << names[i];
     EXPECT_EQ(Prop(names[i]), values[i]) << names[i];
@@ -200,6 +203,37 @@ TEST(Stats, FitsAnyBufferAndHasEverySection) {
   free(g_sink);
 }
 
+// The per-class table says where the overhead is: objects in use of span capacity and the
+// fragmentation of one class, found by its row.
+TEST(Stats, ClassTableShowsObjectsInUseOfCapacityAndFragmentation) {
+  constexpr size_t kCount = 2000;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < kCount; ++i) blocks.push_back(malloc(1000));  // class 1024
+  for (size_t i = 0; i < kCount; i += 2) free(blocks[i]);
+  std::vector<char> buf(1 << 20);
+  Ext()->GetStats(buf.data(), static_cast<int>(buf.size()));
+  std::string s(buf.data());
+  EXPECT_NE(s.find("Maintenance: "), std::string::npos);
+  EXPECT_NE(s.find("\ntotal "), std::string::npos);
+  size_t cl = 0, size = 0, pages = 0, in_use = 0, capacity = 0;
+  double span_mib = 0, used_mib = 0, thread_mib = 0, xfer_mib = 0, central_mib = 0, tail_mib = 0, frag = -1;
+  bool found = false;
+  for (size_t at = s.find('\n'); at != std::string::npos && !found; at = s.find('\n', at + 1)) {
+    found = sscanf(s.c_str() + at + 1, "%zu %zu %zu %zu %zu %lf %lf %lf %lf %lf %lf %lf", &cl, &size, &pages, &in_use,
+                   &capacity, &span_mib, &used_mib, &thread_mib, &xfer_mib, &central_mib, &tail_mib, &frag) == 12 &&
+            size == 1024;
+  }
+  ASSERT_TRUE(found) << s;
+  EXPECT_GE(in_use, kCount / 2);
+  EXPECT_LE(in_use, kCount / 2 + 64) << "freed blocks counted as in use";
+  EXPECT_GE(capacity, kCount);
+  EXPECT_NEAR(used_mib, static_cast<double>(in_use) * 1024 / 1048576.0, 0.01);
+  EXPECT_NEAR(span_mib, used_mib + thread_mib + xfer_mib + central_mib + tail_mib, 0.05);
+  EXPECT_GT(frag, 0.0);
+  EXPECT_LT(frag, 100.0);
+  for (size_t i = 1; i < kCount; i += 2) free(blocks[i]);
+}
+
 TEST(Sizes, EstimatesOwnershipAndAllocatedSize) {
   EXPECT_EQ(Ext()->GetEstimatedAllocatedSize(100), 112u);
   void* p = malloc(100);
@@ -275,7 +309,9 @@ TEST(Walks, GrowthStacksAreAHeapProfile) {
 }
 
 TEST(Release, ReleaseToSystemReleasesAtLeastWhatWasAsked) {
-  free(malloc(32 << 20));
+  // 20 MiB: below the page heap's surplus trigger (PageHeap::kSurplusReserve), so the block
+  // stays free and backed until asked for.
+  free(malloc(20 << 20));
   const size_t before = Prop("tcmalloc.pageheap_unmapped_bytes");
   Ext()->ReleaseToSystem(8 << 20);
   EXPECT_GE(Prop("tcmalloc.pageheap_unmapped_bytes"), before + (8 << 20));

@@ -3,19 +3,41 @@
 #ifndef TCMALLOC_TESTS_MEMORY_UTIL_H_
 #define TCMALLOC_TESTS_MEMORY_UTIL_H_
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+// Read with open/read into a stack buffer, never fopen: tests of programs that "make no
+// allocator call" must not allocate by measuring.
+inline size_t ReadProcFile(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return static_cast<size_t>(n);
+}
 
 inline size_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
+  char buf[256];
+  if (ReadProcFile("/proc/self/statm", buf, sizeof(buf)) == 0) return 0;
   unsigned long size = 0, resident = 0;
-  if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
-  std::fclose(f);
+  if (std::sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
   return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// High-water mark of the resident set (VmHWM), 0 if unreadable.
+inline size_t PeakResidentBytes() {
+  char buf[4096];
+  if (ReadProcFile("/proc/self/status", buf, sizeof(buf)) == 0) return 0;
+  const char* hwm = std::strstr(buf, "VmHWM:");
+  return hwm == nullptr ? 0 : static_cast<size_t>(std::strtoul(hwm + 6, nullptr, 10)) << 10;
 }
 
 inline long MinorFaults() {

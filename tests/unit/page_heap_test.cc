@@ -544,6 +544,71 @@ TEST_F(PageHeapTest, AggressiveDecommitReleasesEveryFreedRun) {
   EXPECT_EQ(Stats().unmapped_bytes, Stats().system_bytes);
 }
 
+TEST_F(PageHeapTest, MergedRunsAverageTheirIdleStamps) {
+  const uintptr_t chunk_pages = kMinSystemAlloc / kPageSize;
+  Span* whole = New(chunk_pages);
+  ASSERT_NE(whole, nullptr);
+  Delete(whole);
+  Span* big = New(99);
+  Span* small = New(1);
+  Span* rest = New(chunk_pages - 100);
+  ASSERT_TRUE(big && small && rest);
+  auto set_clock = [&](uint64_t t) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(t);
+  };
+  auto release_idle = [&](uint64_t since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(since).n;
+  };
+  set_clock(1000);
+  Delete(big);  // 99 pages free since 1000
+  set_clock(2000);
+  Delete(small);  // one page at 2000 merges into them: stamp (99 * 1000 + 2000) / 100 = 1010
+  EXPECT_EQ(release_idle(1010), 0u);
+  EXPECT_EQ(release_idle(1011), 100u) << "one fresh page restarted a long-idle run's clock";
+  CheckHeap();
+  Delete(rest);
+  CheckHeap();
+}
+
+TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
+  constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
+  constexpr size_t kReserve = PageHeap::kSurplusReserve;
+  {
+    SpinLockHolder h(heap().lock());
+    heap().set_surplus_release(true);
+  }
+  // Churn below the reserve: blocks are freed and reallocated, nothing goes to the OS.
+  for (int i = 0; i < 50; ++i) Delete(New(4 * kMiB));
+  EXPECT_EQ(Stats().release_calls, 0u) << "churn of 4 MiB blocks released memory";
+  // 8 MiB in use, then 96 MiB freed at once: far more than the program uses.
+  Span* kept = New(8 * kMiB);
+  Span* big = New(96 * kMiB);
+  ASSERT_TRUE(kept && big);
+  EXPECT_EQ(Stats().release_calls, 0u);
+  Delete(big);
+  CheckHeap();
+  const PageHeapStats st = Stats();
+  EXPECT_EQ(st.surplus_releases, 1u);
+  EXPECT_GE(st.unmapped_bytes, size_t{96 << 20} - kReserve - (4u << 20));
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_LE(st.free_bytes, heap().SurplusReserve());
+    EXPECT_GE(heap().SurplusReserve(), kReserve + (4u << 20));  // half of the 8 MiB in use
+  }
+  Delete(kept);
+  CheckHeap();
+}
+
+TEST_F(PageHeapTest, SurplusRuleIsOffUnlessTurnedOn) {
+  constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
+  Delete(New(96 * kMiB));
+  CheckHeap();
+  EXPECT_EQ(Stats().release_calls, 0u);
+  EXPECT_EQ(Stats().unmapped_bytes, 0u);
+}
+
 TEST_F(PageHeapTest, RandomOperationsKeepEveryInvariant) {
   // Random New/NewAligned/Delete/RegisterSizeClass/Release against a shadow list of the
   // spans handed out. Beyond Verify() (free runs only), this checks the in-use side of the
