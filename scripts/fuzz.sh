@@ -5,6 +5,9 @@
 #   size_class   size-class map and nallocx rounding vs the allocator -fsanitize=fuzzer,address,undefined
 #   api          the whole malloc/new API, our allocator as the        -fsanitize=fuzzer,undefined
 #                process's malloc (static libtcmalloc_minimal.a)       (no ASan: it would replace malloc)
+#   misuse       random misuse (interior/double/foreign frees, writes   -fsanitize=fuzzer,undefined
+#                after free) in forked children: clean or diagnosed,   (same build as api)
+#                never a silent overlap
 #
 #   scripts/fuzz.sh [--long] [--time SECONDS] [TARGET...]
 #     default 30 s per target; --long = 600 s per target; TARGET names as above (default: all)
@@ -27,12 +30,12 @@ while (($#)); do
   case $1 in
     --long) SECONDS_PER_TARGET=600 ;;
     --time) SECONDS_PER_TARGET=$2; shift ;;
-    page_heap|size_class|api) targets+=("$1") ;;
-    *) echo "usage: $0 [--long] [--time SECONDS] [page_heap|size_class|api ...]" >&2; exit 2 ;;
+    page_heap|size_class|api|misuse) targets+=("$1") ;;
+    *) echo "usage: $0 [--long] [--time SECONDS] [page_heap|size_class|api|misuse ...]" >&2; exit 2 ;;
   esac
   shift
 done
-((${#targets[@]})) || targets=(page_heap size_class api)
+((${#targets[@]})) || targets=(page_heap size_class api misuse)
 
 CXX=${CXX_FUZZ:-clang++-14}
 CC=${CC_FUZZ:-clang-14}
@@ -74,20 +77,23 @@ link_target() {
 echo "fuzz: building with $CXX (log: $BUILD_ROOT/*.log)"
 need_asan=0; need_api=0
 for t in "${targets[@]}"; do
-  if [ "$t" = api ]; then need_api=1; else need_asan=1; fi
+  if [ "$t" = api ] || [ "$t" = misuse ]; then need_api=1; else need_asan=1; fi
 done
 if ((need_asan)); then
   build_lib "$BUILD_ROOT/lib-asan" "$ASAN_FLAGS" tcmalloc_core
   for t in "${targets[@]}"; do
-    [ "$t" = api ] && continue
+    { [ "$t" = api ] || [ "$t" = misuse ]; } && continue
     link_target "$t" "$ASAN_FLAGS" "$BUILD_ROOT/lib-asan/src/libtcmalloc_core.a"
   done
 fi
 if ((need_api)); then
   build_lib "$BUILD_ROOT/lib-ubsan" "$UBSAN_FLAGS" tcmalloc_minimal_static
   # The whole archive: malloc, operator new & co. must come from it, not from libc.
-  link_target api "$UBSAN_FLAGS" \
-    -Wl,--whole-archive "$BUILD_ROOT/lib-ubsan/src/libtcmalloc_minimal.a" -Wl,--no-whole-archive
+  for t in "${targets[@]}"; do
+    { [ "$t" = api ] || [ "$t" = misuse ]; } || continue
+    link_target "$t" "$UBSAN_FLAGS" \
+      -Wl,--whole-archive "$BUILD_ROOT/lib-ubsan/src/libtcmalloc_minimal.a" -Wl,--no-whole-archive
+  done
 fi
 
 # The page heap target keeps its pagemap nodes (glibc calloc in a never-freed heap) on

@@ -10,6 +10,8 @@
 
 #include "base/log.h"
 #include "core/block_lookup.h"
+#include "core/freelist_link.h"
+#include "platform/fault_handler.h"
 #include "platform/os.h"
 #include "platform/stack_trace.h"
 
@@ -39,8 +41,7 @@ void InitThreadExitHook() {
   if (pthread_key_create(&g_exit_key, OnThreadExit) != 0) Crash("pthread_key_create failed");
 }
 
-static void ArmCountdown(int64_t* left, int64_t gap);
-static constexpr int64_t kNoSampleGap = -1;
+static void ArmCountdown(int64_t* left, uint64_t* rng);
 
 // Returns the calling thread's real cache, creating it; nullptr while the thread exits
 // or when metadata memory ran out (callers then go straight to the central lists).
@@ -52,8 +53,7 @@ static ThreadCache* GetOrCreateCache() {
   tc = g_caches.Create(&g_arena, g_central);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
-  const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  ArmCountdown(&tc->sample_left_, period > 0 ? NextSampleGap(&tc->rng_, period) : kNoSampleGap);
+  ArmCountdown(&tc->sample_left_, &tc->rng_);
   tls_cache = tc;  // before setspecific, which may itself call malloc
   pthread_setspecific(g_exit_key, tc);
   return tc;
@@ -124,24 +124,42 @@ struct Request {
 };
 
 // The countdown (ThreadCache::sample_left_ in per-thread mode, tls_sample_left in per-CPU
-// mode; both charged by malloc's fast path) runs to the nearer of two events: the next
-// sample, and the next housekeeping tick, which comes every Scavenger::kHousekeepingBytes
-// of allocation so that maintenance gets its turn even when a program only ever hits its
-// cache. tls_sample_rest is the part of the sampling gap beyond the current countdown, or
-// kNoSampleGap while sampling is off (a thread uses one mode only, so one is enough). The
-// fast path costs nothing more than the sampling countdown did: same subtraction, branch.
-static __thread int64_t tls_sample_rest TCM_INITIAL_EXEC = kNoSampleGap;
+// mode; both charged by malloc's fast path) runs to the nearest of three events: the next
+// heap sample (TCMALLOC_SAMPLE_PARAMETER), the next guarded sample
+// (TCMALLOC_GUARDED_SAMPLE_RATE), and the next housekeeping tick, which comes every
+// Scavenger::kHousekeepingBytes of allocation so that maintenance gets its turn even when a
+// program only ever hits its cache. Each keeps its bytes-to-go here (a thread uses one mode
+// only, so one set is enough); when the countdown expires all three are charged with what
+// was allocated since it was armed. The fast path costs nothing more than the sampling
+// countdown did: same subtraction, branch.
+static constexpr int64_t kSamplerOff = int64_t{1} << 62;  // bytes-to-go of a sampler that is off
+static __thread int64_t tls_heap_left TCM_INITIAL_EXEC = kSamplerOff;
+static __thread int64_t tls_guard_left TCM_INITIAL_EXEC = kSamplerOff;
+static __thread int64_t tls_tick_left TCM_INITIAL_EXEC = 0;
+static __thread int64_t tls_armed TCM_INITIAL_EXEC = 0;
 
-// Starts the countdown *left towards a sample `gap` bytes away (or none: kNoSampleGap).
-static void ArmCountdown(int64_t* left, int64_t gap) {
-  constexpr int64_t kTick = Scavenger::kHousekeepingBytes;
-  if (gap == kNoSampleGap) {
-    *left = kTick;
-    tls_sample_rest = kNoSampleGap;
-    return;
-  }
-  *left = gap < kTick ? gap : kTick;
-  tls_sample_rest = gap - *left;
+enum : unsigned { kHeapSampleDue = 1, kGuardedDue = 2 };
+
+// Next gap of a sampler whose mean is *setting (<= 0: off).
+static int64_t NextGap(uint64_t* rng, const int64_t* setting) {
+  const int64_t mean = __atomic_load_n(setting, __ATOMIC_RELAXED);
+  return mean > 0 ? NextSampleGap(rng, mean) : kSamplerOff;
+}
+
+static void Rearm(int64_t* left) {
+  int64_t next = tls_tick_left;
+  if (tls_heap_left < next) next = tls_heap_left;
+  if (tls_guard_left < next) next = tls_guard_left;
+  tls_armed = next;
+  *left = next;
+}
+
+// Starts a thread's countdown *left (its random state *rng).
+static void ArmCountdown(int64_t* left, uint64_t* rng) {
+  tls_heap_left = NextGap(rng, &g_options.sample_parameter);
+  tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
+  tls_tick_left = Scavenger::kHousekeepingBytes;
+  Rearm(left);
 }
 
 // The owner's side of "idle caches shrink" in per-thread mode: every kThreadCacheIdleNs the
@@ -158,40 +176,46 @@ static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
   tls_cache_collected_ns = now;
 }
 
-// Whether this allocation, which the fast path did not serve, is to be sampled. The fast
-// path charged the countdown only when it went negative there (and then left). When the
-// countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
+// Which samplers want this allocation, which the fast path did not serve (0: none). The
+// fast path charged the countdown only when it went negative there (and then left). When
+// the countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
 // The one function both front ends' slow paths call for their countdown.
-static bool SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* ticked) {
+static unsigned SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* ticked) {
   *ticked = 0;
   if (*left >= 0) {
     *left -= static_cast<int64_t>(size);
-    if (*left >= 0) return false;
+    if (*left >= 0) return 0;
   }
   *ticked = g_scavenger.Tick();  // a clock read; a maintenance pass if the last one is old enough
+  const int64_t consumed = tls_armed - *left;  // *left is negative: overshot by that much
+  tls_heap_left -= consumed;
+  tls_guard_left -= consumed;
+  tls_tick_left -= consumed;
+  if (tls_tick_left < 0) tls_tick_left = Scavenger::kHousekeepingBytes;
+  unsigned due = 0;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-  if (period <= 0) {
-    ArmCountdown(left, kNoSampleGap);
-    return false;
+  const int64_t rate = __atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED);
+  // A sampler turned on at run time starts with a gap like any other, not a sample; one
+  // turned off stops at its next expiry.
+  if (tls_heap_left > kSamplerOff / 2) {
+    if (period > 0) tls_heap_left = NextSampleGap(rng, period);
+  } else if (tls_heap_left < 0) {
+    if (period > 0) due |= kHeapSampleDue;
+    tls_heap_left = NextGap(rng, &g_options.sample_parameter);
   }
-  if (tls_sample_rest == kNoSampleGap) {
-    // Sampling was just turned on: start with a gap like any other, not a sample.
-    ArmCountdown(left, NextSampleGap(rng, period));
-    return false;
+  if (tls_guard_left > kSamplerOff / 2) {
+    if (rate > 0) tls_guard_left = NextSampleGap(rng, rate);
+  } else if (tls_guard_left < 0) {
+    if (rate > 0) due |= kGuardedDue;
+    tls_guard_left = NextGap(rng, &g_options.guarded_sample_rate);
   }
-  // *left is negative: this allocation overshot the countdown by that much.
-  const int64_t rest = tls_sample_rest + *left;
-  if (rest >= 0) {
-    ArmCountdown(left, rest);
-    return false;
-  }
-  ArmCountdown(left, NextSampleGap(rng, period));
-  return true;
+  Rearm(left);
+  return due;
 }
 
-static bool SampleDue(ThreadCache* tc, size_t size) {
+static unsigned SampleDue(ThreadCache* tc, size_t size) {
   uint64_t ticked;
-  const bool due = SampleDue(&tc->sample_left_, &tc->rng_, size, &ticked);
+  const unsigned due = SampleDue(&tc->sample_left_, &tc->rng_, size, &ticked);
   if (ticked != 0) ShrinkIdleThreadCache(tc, ticked);
   return due;
 }
@@ -199,11 +223,10 @@ static bool SampleDue(ThreadCache* tc, size_t size) {
 // Per-CPU mode: the thread-local countdown. A thread's first call seeds it (rng 0 = not
 // yet), so a new thread's first allocation is not sampled by construction. Each expiry
 // also tells the CPU cache that this CPU is in use.
-static bool SampleDueTls(size_t size) {
+static unsigned SampleDueTls(size_t size) {
   if (TCM_UNLIKELY(tls_sample_rng == 0)) {
     tls_sample_rng = ((reinterpret_cast<uintptr_t>(&tls_sample_left) * 0x9e3779b97f4a7c15ull) ^ Scavenger::NowNs()) | 1;
-    const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
-    ArmCountdown(&tls_sample_left, period > 0 ? NextSampleGap(&tls_sample_rng, period) : kNoSampleGap);
+    ArmCountdown(&tls_sample_left, &tls_sample_rng);
   }
   // Before the tick: the pass it may run must not take this CPU for idle.
   if (tls_sample_left < static_cast<int64_t>(size)) g_cpu_cache.MarkActive(Scavenger::NowNs());
@@ -262,10 +285,65 @@ TCM_NOINLINE static void* AllocateSampled(Request request) {
   return span->start_ptr();
 }
 
+// ---- faults: guarded blocks, and our own code tripping over a corrupted free list ----
+
+// Our library's code, when it is a shared library (a static link cannot tell our code from
+// the program's): a fault there can only come from metadata the program overwrote, most
+// often a forged thread-cache link (a write after free, or a block freed while in use).
+// Looked up in the handler, not at start-up: the first malloc may come from inside the
+// dynamic loader, and most programs never fault.
+static void OnFault(const void* addr, const void* pc) {
+  g_guarded.OnFault(addr);  // does not return if addr is a guarded block's
+  uintptr_t lo = 0, hi = 0;
+  bool main_program = true;
+  if (!os::ModuleTextRange(reinterpret_cast<const void*>(&OnFault), &lo, &hi, &main_program) || main_program) return;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(pc);
+  if (at < lo || at >= hi) return;
+  // A non-canonical address (what a forged, encoded link usually decodes to) faults with
+  // no address.
+  if (addr == nullptr)
+    Crash("fault at pc %p inside the allocator (a wild address): a free list was corrupted by a write after "
+          "free, a double free or a free of a block still in use",
+          pc);
+  Crash("fault at pc %p reading %p inside the allocator: a free list was corrupted by a write after free, a "
+        "double free or a free of a block still in use",
+        pc, addr);
+}
+
+void InstallFaultReporting() {
+  static std::atomic<bool> installed{false};
+  if (installed.load(std::memory_order_acquire) || installed.exchange(true)) return;
+  if (!os::InstallFaultHandler(OnFault)) Log("could not install the SIGSEGV handler for fault reports");
+}
+
+// A block on a guarded page (core/guarded_alloc.h), or nullptr if this one cannot be
+// (too big, an aligned request, every slot taken): it is then allocated normally.
+TCM_NOINLINE static void* AllocateGuarded(Request request) {
+  if (request.size > GuardedPool::kSlotBytes || request.align != 0) return nullptr;
+  InstallFaultReporting();
+  void* pcs[GuardedPool::kStackDepth];
+  const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
+  return g_guarded.Allocate(request.size, SizeMap::ClassSize(SizeMap::ClassIndex(request.size)), &g_arena, pcs,
+                            depth);
+}
+
+TCM_NOINLINE static void DeallocateGuarded(void* p) {
+  void* pcs[GuardedPool::kStackDepth];
+  const int depth = CaptureUserStack(pcs, GuardedPool::kStackDepth);
+  g_guarded.Deallocate(p, pcs, depth);
+}
+
+// A sampler wants this allocation: a heap sample wins (the profile must stay unbiased; the
+// guarded one comes next time). nullptr: allocate it normally.
+static void* AllocateSampledOrGuarded(unsigned due, Request request) {
+  if ((due & kHeapSampleDue) != 0) return AllocateSampled(request);
+  return AllocateGuarded(request);
+}
+
 // Per-CPU mode's slow path of malloc: sampling, large objects, and the CPU cache's miss.
 static void* AllocateFromCpuCache(size_t size, Request request) {
-  if (TCM_UNLIKELY(SampleDueTls(size))) {
-    if (void* p = AllocateSampled(request)) return p;
+  if (const unsigned due = SampleDueTls(size); TCM_UNLIKELY(due != 0)) {
+    if (void* p = AllocateSampledOrGuarded(due, request)) return p;
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
@@ -284,8 +362,10 @@ static void* AllocateUnhooked(size_t size, Request request) {
   EnsureInitialized();
   if (g_cpu_cache.active()) return AllocateFromCpuCache(size, request);
   ThreadCache* tc = GetOrCreateCache();
-  if (tc != nullptr && TCM_UNLIKELY(SampleDue(tc, size))) {
-    if (void* p = AllocateSampled(request)) return p;
+  if (tc != nullptr) {
+    if (const unsigned due = SampleDue(tc, size); TCM_UNLIKELY(due != 0)) {
+      if (void* p = AllocateSampledOrGuarded(due, request)) return p;
+    }
   }
   if (size > kMaxSize) return AllocateLarge(size, 1);
   const size_t cl = SizeMap::ClassIndex(size);
@@ -335,6 +415,8 @@ void DeallocateSlow(void* p) noexcept {
   if (TCM_UNLIKELY(HooksActive())) InvokeDeleteHooks(p);
   if (p == nullptr) return;
   g_scavenger.OnSlowPath();
+  // Guarded blocks are in no span: the pagemap gives them class 0, so they arrive here.
+  if (TCM_UNLIKELY(g_guarded.Contains(p))) return DeallocateGuarded(p);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (addr >> kAddressBits) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
@@ -356,7 +438,7 @@ void DeallocateSlow(void* p) noexcept {
   }
   tc = GetOrCreateCache();
   if (tc == nullptr) {
-    *static_cast<void**>(p) = nullptr;
+    SetLink(p, nullptr);
     g_central[cl].InsertRange(p, 1);
     return;
   }
@@ -410,7 +492,7 @@ void VerifyHeap() {
   if (tc != &g_empty_cache) {
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
       uint32_t n = 0;
-      for (void* o = tc->lists_[cl].head; o != nullptr; o = *static_cast<void**>(o)) {
+      for (void* o = tc->lists_[cl].head; o != nullptr; o = GetLink(o)) {
         TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl);
         TCM_CHECK(++n <= tc->lists_[cl].length);
       }
@@ -629,6 +711,7 @@ void ReleaseCallingThreadCache(bool destroy) {
 }
 
 size_t OwnedSize(const void* p) {
+  if (g_guarded.Contains(p)) return g_guarded.UsableSize(p);
   const Block b = FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p));
   // A page run only by its start (what free() accepts); a small object by any of its bytes,
   // as before (the class map is what free() consults for those).

@@ -7,7 +7,8 @@
 // loads through the pagemap for p's class and a push. No lock, no syscall, no TLS
 // initialisation: the thread's cache pointer starts at an empty cache whose lists are
 // empty and full, so the first call of a thread simply misses. x86-64 with g++ -O2:
-// malloc ~14 instructions, free ~17 (bench/README.md has the measured pair count).
+// malloc ~15 instructions, free ~18, one XOR each for the encoded links (freelist_link.h;
+// bench/README.md has the measured pair count).
 //
 // Per-CPU caches (core/cpu_cache.h): the inline fast path's first compare fails (its limits
 // are 0 in this mode) and it tail-calls AllocatePerCpu / DeallocatePerCpu, which pop from
@@ -29,6 +30,7 @@
 #include "api/globals.h"
 #include "api/malloc_hook.h"
 #include "core/cpu_cache.h"
+#include "core/freelist_link.h"
 #include "core/size_classes.h"
 #include "core/thread_cache.h"
 
@@ -62,7 +64,7 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   ThreadCache::FreeList& list = tc->lists_[cl];
   void* result = list.head;
   if (TCM_UNLIKELY(result == nullptr)) return nullptr;
-  list.head = *static_cast<void**>(result);
+  list.head = GetLink(result);
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
   if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
@@ -110,7 +112,7 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   void* result = list.head;
   if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
   if (TCM_UNLIKELY((tc->sample_left_ -= static_cast<int64_t>(size)) < 0)) return Slow(size);
-  list.head = *static_cast<void**>(result);
+  list.head = GetLink(result);  // decoded: a forged link yields an unpredictable address
   const uint32_t length = --list.length;
   if (length < list.lowater) list.lowater = length;
   if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
@@ -131,7 +133,7 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, list.object_size);
   }
-  *static_cast<void**>(p) = list.head;
+  SetLink(p, list.head);  // encoded (freelist_link.h)
   list.head = p;
   ++list.length;
   tc->room_ -= list.object_size;

@@ -6,6 +6,7 @@
 
 #include "api/malloc_hook.h"
 #include "base/log.h"
+#include "core/freelist_link.h"
 #include "platform/os.h"
 #include "platform/rseq.h"
 
@@ -25,6 +26,7 @@ constinit ThreadCacheRegistry g_caches;
 constinit CpuCache g_cpu_cache;
 constinit Scavenger g_scavenger;
 constinit SampleRegistry g_samples;
+constinit GuardedPool g_guarded;
 
 // The scavenger's front-end neighbour, called once per maintenance pass (any thread, no
 // allocator lock held): give back what the front end holds idle and return the bytes.
@@ -37,7 +39,7 @@ static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
 // Lock order (outermost first): registry, per-CPU caches by CPU, central lists by class,
-// page heap, samples, arena.
+// page heap, samples, guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
@@ -46,6 +48,7 @@ void LockAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
+  g_guarded.lock()->Lock();
   g_arena.lock()->Lock();
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Lock();
 }
@@ -53,6 +56,7 @@ void LockAll() {
 void UnlockAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Unlock();
   g_arena.lock()->Unlock();
+  g_guarded.lock()->Unlock();
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
@@ -65,6 +69,7 @@ void ResetLocksInChild() {
   g_arena.ResetLockAfterFork();
   g_pageheap.ResetLockAfterFork();
   g_samples.ResetLockAfterFork();
+  g_guarded.ResetLockAfterFork();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     g_central[cl].ResetLockAfterFork();
     g_central[cl].transfer_cache()->ResetLockAfterFork();
@@ -107,9 +112,13 @@ void EnsureInitialized() {
   // Options next: batch sizes shape the central lists' transfer caches.
   LoadOptions(&g_options);
   ApplyOptions(g_options);
+  // The free-list secret before the first object is linked (freelist_link.h).
+  InitLinkSecret(os::Random64());
   for (size_t cl = 1; cl < kNumClasses; ++cl)
-    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap);
+    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
   InitThreadExitHook();
+  // Hardened: a corrupted free list that makes our own code fault is reported as such.
+  if (g_options.hardened) InstallFaultReporting();
   // Per-CPU caches where restartable sequences work (and unless TCMALLOC_PER_CPU_CACHES=0);
   // otherwise the design document's per-thread caches.
   if (g_options.per_cpu_caches && os::InitRseq(/*allow_own=*/true) != os::RseqSource::kNone &&

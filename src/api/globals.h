@@ -7,6 +7,7 @@
 #include "core/arena.h"
 #include "core/central_freelist.h"
 #include "core/cpu_cache.h"
+#include "core/guarded_alloc.h"
 #include "core/page_heap.h"
 #include "api/options.h"
 #include "core/pagemap.h"
@@ -28,12 +29,16 @@ extern constinit ThreadCacheRegistry g_caches;
 extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode
 extern constinit Scavenger g_scavenger;
 extern constinit SampleRegistry g_samples;
+extern constinit GuardedPool g_guarded;
 
 // Set-up the front end (allocation.cc) provides and EnsureInitialized calls, declared here
 // so the composition root does not include the layer above it.
 void InitThreadExitHook();
 // Allocations of at least this many bytes are reported on stderr (0 = never).
 void SetLargeAllocReportThreshold(size_t bytes);
+// Installs the SIGSEGV/SIGBUS handler that reports guarded-block faults and faults inside
+// the allocator's own code (chained to the program's handler). Idempotent.
+void InstallFaultReporting();
 
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.

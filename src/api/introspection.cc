@@ -19,12 +19,27 @@ void UnlockAllocator() { UnlockAll(); }
 
 static HeapBlock ToHeapBlock(const Block& b) { return HeapBlock{b.start, b.size}; }
 
+// Guarded blocks (guarded sampling) live outside the page heap: asked for first.
+static bool FindGuarded(uintptr_t addr, HeapBlock* out) {
+  uintptr_t start;
+  size_t usable;
+  if (!g_guarded.FindLive(addr, &start, &usable)) return false;
+  *out = HeapBlock{start, usable};
+  return true;
+}
+
 HeapBlock FindHeapBlock(uintptr_t addr) {
+  HeapBlock guarded;
+  if (FindGuarded(addr, &guarded)) return guarded;
   SpinLockHolder h(g_pageheap.lock());
   return ToHeapBlock(FindBlock(g_pagemap, addr));
 }
 
-HeapBlock FindHeapBlockWhileLocked(uintptr_t addr) { return ToHeapBlock(FindBlock(g_pagemap, addr)); }
+HeapBlock FindHeapBlockWhileLocked(uintptr_t addr) {
+  HeapBlock guarded;
+  if (FindGuarded(addr, &guarded)) return guarded;
+  return ToHeapBlock(FindBlock(g_pagemap, addr));
+}
 
 bool IsHeapMemory(uintptr_t addr) {
   if ((addr >> kAddressBits) != 0) return false;

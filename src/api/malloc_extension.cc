@@ -283,6 +283,9 @@ class TCMallocImplementation final : public MallocExtension {
   }
   Ownership GetOwnership(const void* p) override {
     // Any byte of a block counts. The lock: p need not be a live block of the caller's.
+    uintptr_t start;
+    size_t usable;
+    if (g_guarded.FindLive(reinterpret_cast<uintptr_t>(p), &start, &usable)) return kOwned;
     SpinLockHolder h(g_pageheap.lock());
     return FindBlock(g_pagemap, reinterpret_cast<uintptr_t>(p)).found() ? kOwned : kNotOwned;
   }
@@ -328,6 +331,12 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.sample_parameter")) return *value = static_cast<size_t>(g_options.sample_parameter), true;
   if (is("tcmalloc.heap_limit_mb")) return *value = g_pageheap.limit() >> 20, true;
   if (is("tcmalloc.aggressive_memory_decommit")) return *value = g_pageheap.aggressive_decommit(), true;
+  if (is("tcmalloc.guarded_sample_rate"))
+    return *value = static_cast<size_t>(__atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED)), true;
+  if (is("tcmalloc.guarded_allocations")) return *value = g_guarded.total_allocations(), true;
+  if (is("tcmalloc.guarded_live_allocations")) return *value = g_guarded.live(), true;
+  if (is("tcmalloc.guarded_resident_bytes")) return *value = g_guarded.resident_bytes(), true;
+  if (is("tcmalloc.hardened")) return *value = g_options.hardened, true;
   if (is("tcmalloc.background_release")) return *value = g_scavenger.background_wanted(), true;
   if (is("tcmalloc.scavenger_passes")) return *value = g_scavenger.passes(), true;
   if (is("tcmalloc.scavenger_released_bytes")) return *value = g_scavenger.released_bytes(), true;
@@ -372,6 +381,13 @@ bool TCMallocImplementation::SetNumericProperty(const char* name, size_t value) 
   }
   if (is("tcmalloc.sample_parameter")) {
     g_options.sample_parameter = static_cast<int64_t>(value);
+    return true;
+  }
+  if (is("tcmalloc.guarded_sample_rate")) {
+    // Threads pick the new rate up when their countdown next runs out.
+    const size_t max = size_t{1} << 50;
+    __atomic_store_n(&g_options.guarded_sample_rate, static_cast<int64_t>(value > max ? max : value),
+                     __ATOMIC_RELAXED);
     return true;
   }
   if (is("tcmalloc.heap_limit_mb")) {

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/freelist_link.h"
+
 namespace tcm {
 
 // Section "heap profiler" (libtcmalloc): gperftools' names and defaults.
@@ -73,6 +75,17 @@ struct Options {
   int64_t mallocstats = 0;
   // Ours.
   bool background_release = false;
+  // Hardening (issue 15). Guarded sampling: about one allocation per this many bytes goes
+  // on a guarded page (0 = off). 64 MiB keeps it well under 1% CPU for any allocation rate
+  // a program sustains (three system calls per guarded block) and bounded in memory
+  // (core/guarded_alloc.h), while a long-running service still gets a steady trickle.
+  // Read by the slow path each time it re-arms, so SetNumericProperty changes it live.
+  // Off by default in a -DTCMALLOC_HARDENED=OFF build.
+  int64_t guarded_sample_rate = kHardenedBuild ? int64_t{64} << 20 : 0;
+  // The release-build checks of batches reaching the central lists (core/central_freelist.h);
+  // off by default in a build with -DTCMALLOC_HARDENED=OFF, which also drops the link
+  // encoding (core/freelist_link.h).
+  bool hardened = kHardenedBuild;
   bool per_cpu_caches = true;
   int64_t max_per_cpu_cache_size = 1536 * 1024;
 

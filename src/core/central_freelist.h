@@ -4,6 +4,15 @@
 // Thread caches move objects in and out in batches (chains linked through each object's
 // first word). A span whose objects are all free again goes back to the page heap.
 //
+// Hardening (checks_, on unless TCMALLOC_HARDENED=0): every batch a front end hands in is
+// checked object by object where it arrives (both InsertRange entry points), off the
+// malloc/free fast paths: each pointer must be the start of a block of this class (span
+// offset a multiple of the class size, by reciprocal multiplication), a batch must not name
+// one object twice, and an object entering its span must not already be free there (the
+// span's free_bits). Span free lists are linked through freelist_link.h's encoded words and
+// every decoded link is checked against the span when objects leave it. A failure aborts
+// with the pointer, the class and the operation.
+//
 // Locking: lock_ guards everything here. It is never held while taking the page heap lock
 // (that order would serialise all classes behind one lock): Populate and span release drop
 // lock_ first. Lock order when both are needed: central lock, then page heap lock, never
@@ -17,6 +26,7 @@
 #include "base/log.h"
 #include "base/spinlock.h"
 #include "core/page_heap.h"
+#include "core/size_classes.h"
 #include "core/span.h"
 #include "core/transfer_cache.h"
 
@@ -26,7 +36,8 @@ class CentralFreeList {
  public:
   constexpr CentralFreeList() = default;
 
-  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap);
+  // checked = the hardening checks described above (TCMALLOC_HARDENED).
+  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked = true);
 
   // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
   // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
@@ -38,8 +49,24 @@ class CentralFreeList {
   void InsertRange(void* start, void* end, int n);
 
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
-  // Crashes on a double free it can see (an object whose span has no objects out).
+  // Crashes on a double free it can see (an object whose span has no objects out, or, when
+  // checked, one already free in its span) and on pointers that are not blocks of this class.
   void InsertRange(void* start, int n);
+
+  // Crashes unless obj is the start of a block of this class ("call" names the operation in
+  // the message). Returns obj's span and stores obj's index in it in *index.
+  TCM_ALWAYS_INLINE Span* CheckObject(void* obj, size_t* index, const char* call) const {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    // The class map first: it is exact for every page (span pointers of free pages are not).
+    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, call);
+    Span* span = pagemap_->GetSpan(PageId::FromPtr(obj));
+    const size_t offset = addr - span->start_addr();
+    const size_t i = IndexOf(offset);
+    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, call);
+    *index = i;
+    return span;
+  }
+  bool checked() const { return checks_; }
 
   // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
@@ -59,20 +86,36 @@ class CentralFreeList {
   void Verify();
 
  private:
+  // offset / size_ for offsets inside a span (SizeMap::ObjectIndex with the reciprocal cached).
+  size_t IndexOf(size_t offset) const { return (offset * reciprocal_) >> SizeMap::kIndexShift; }
+  [[noreturn]] TCM_NOINLINE void NotOfThisClass(void* obj, const char* call) const;
+  [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
+  [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
+  [[noreturn]] TCM_NOINLINE void ChainEndsEarly(const char* call, int n, int k, const void* last) const;
+  // Crashes if obj is among the first k objects of the chain at start.
+  TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
+  // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
+  void CheckBatch(void* start, void* end, int n) const;
+  uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
+  void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
   SpinLock lock_;
   uint8_t cl_ = 0;
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;
+  uint64_t reciprocal_ = 0;
   PageHeap* heap_ = nullptr;
   PageMap* pagemap_ = nullptr;
   SpanList nonempty_;  // spans with at least one free object
   SpanList empty_;     // spans with every object handed out
   size_t free_objects_ = 0;
   size_t num_spans_ = 0;
+  bool checks_ = true;
+  uint32_t bitmap_words_ = 0;
+  uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
 };
 
 }  // namespace tcm

@@ -3,10 +3,13 @@
 #include <new>
 
 #include "base/log.h"
+#include "core/freelist_link.h"
 #include "platform/os.h"
 
 namespace tcm {
 
+// The first word of an object, cleared (a plain zero) when it leaves a chain for an array;
+// chain links themselves go through freelist_link.h.
 static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
 
 bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu) {
@@ -174,19 +177,19 @@ void* CpuCache::AllocateMiss(size_t cl) {
   // an object handed out later must not carry a pointer to another one (the heap checker
   // scans conservatively).
   void* items[kMaxBatch];
-  void* obj = NextOf(start);
+  void* obj = GetLink(start);
   NextOf(start) = nullptr;
   const int rest = got - 1;
   for (int i = 0; i < rest; ++i) {
     items[i] = obj;
-    void* next = i + 1 < rest ? NextOf(obj) : nullptr;
+    void* next = i + 1 < rest ? GetLink(obj) : nullptr;
     NextOf(obj) = nullptr;
     obj = next;
   }
   const int pushed = rest > 0 ? PushBatch(cl, items, rest) : 0;
   if (pushed < rest) {
-    for (int i = pushed; i + 1 < rest; ++i) NextOf(items[i]) = items[i + 1];
-    NextOf(items[rest - 1]) = nullptr;
+    for (int i = pushed; i + 1 < rest; ++i) SetLink(items[i], items[i + 1]);
+    SetLink(items[rest - 1], nullptr);
     central_[cl].InsertRange(items[pushed], items[rest - 1], rest - pushed);
   }
   return start;
@@ -206,8 +209,8 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
     n = PopBatch(cl, items, static_cast<int>(batch) - 1);
   }
   items[n++] = p;
-  for (int i = 0; i + 1 < n; ++i) NextOf(items[i]) = items[i + 1];
-  NextOf(items[n - 1]) = nullptr;
+  for (int i = 0; i + 1 < n; ++i) SetLink(items[i], items[i + 1]);
+  SetLink(items[n - 1], nullptr);
   central_[cl].InsertRange(items[0], items[n - 1], n);
 }
 
@@ -251,10 +254,10 @@ void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
     for (int i = 1; i < n; ++i) {
       void* o = slots[from + i];
       TCM_TSAN_ACQUIRE(o);
-      NextOf(tail) = o;
+      SetLink(tail, o);
       tail = o;
     }
-    NextOf(tail) = nullptr;
+    SetLink(tail, nullptr);
     central_[cl].InsertRange(head, tail, n);
     from = static_cast<uint16_t>(from + n);
   }

@@ -53,6 +53,8 @@ class PageHeap {
 
   SpinLock* lock() { return &lock_; }
 
+  // Where the heap's metadata comes from (the central lists take their span bitmaps there).
+  Arena* arena() const { return arena_; }
   // A span of exactly n pages, in use, sizeclass 0; nullptr when out of memory.
   Span* New(Length n);
   // Like New, with the start page a multiple of `align` pages (a power of two).

@@ -99,6 +99,12 @@ constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
 inline constexpr size_t kNumClasses = size_class_internal::kTable.count;
 
 namespace size_class_internal {
+constexpr std::array<uint64_t, kMaxClasses> Reciprocals() {
+  std::array<uint64_t, kMaxClasses> r{};
+  for (size_t cl = 1; cl < kTable.count; ++cl) r[cl] = (uint64_t{1} << 40) / kTable.info[cl].size + 1;
+  return r;
+}
+
 constexpr std::array<uint16_t, kMaxClasses> InitialBatches() {
   std::array<uint16_t, kMaxClasses> b{};
   for (size_t cl = 0; cl < kTable.count; ++cl) b[cl] = kTable.info[cl].batch;
@@ -111,6 +117,9 @@ struct SizeMap {
   static constexpr auto& kInfo = size_class_internal::kTable.info;
   static constexpr std::array<uint8_t, size_class_internal::kIndexCount> kIndex =
       size_class_internal::MakeIndex();
+  // floor(2^40 / size) + 1 per class (0 for class 0): see ObjectIndex.
+  static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kReciprocal =
+      size_class_internal::Reciprocals();
 
   // REQUIRES size <= kMaxSize.
   static TCM_ALWAYS_INLINE size_t ClassIndex(size_t size) {
@@ -132,6 +141,14 @@ struct SizeMap {
   static constexpr size_t ObjectsPerSpan(size_t cl) {
     return kInfo[cl].pages * kPageSize / kInfo[cl].size;
   }
+  // Index of the object of class cl that contains byte `offset` of its span, i.e.
+  // offset / ClassSize(cl), as a multiplication by a precomputed reciprocal and a shift
+  // (a 64-bit division is 30-90 cycles; this is 4). Exact for every offset inside a span
+  // (checked at compile time below and exhaustively by size_classes_test).
+  static constexpr size_t kIndexShift = 40;
+  static TCM_ALWAYS_INLINE size_t ObjectIndex(size_t cl, size_t offset) {
+    return (offset * kReciprocal[cl]) >> kIndexShift;
+  }
 
  private:
   static inline constinit std::array<uint16_t, size_class_internal::kMaxClasses> batch_ =
@@ -147,6 +164,9 @@ constexpr bool CheckTable() {
     if (c.size >= 16 && c.size % 16 != 0) return false;             // glibc alignment
     if (c.pages * kPageSize < c.size) return false;                  // one object fits
     if (c.batch < 2 || c.batch > kDefaultMaxBatch) return false;
+    // SizeMap::ObjectIndex is exact when offset * (reciprocal * size - 2^40) < 2^40 for
+    // every offset in the span; the error term is at most size.
+    if (uint64_t{c.pages} * kPageSize * c.size >= (uint64_t{1} << 40)) return false;
   }
   return kTable.info[kTable.count - 1].size == kMaxSize && kTable.info[1].size == 8;
 }

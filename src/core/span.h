@@ -36,6 +36,11 @@ struct Span {
   uint64_t free_since;
   // A sampled allocation's record (sampler.h); nullptr for every other span.
   struct SampleRecord* sample;
+  // Small-object spans: one bit per object, set while the object is on this span's free
+  // list (central_freelist.cc), so a double free that reaches the span is caught. nullptr
+  // for 8-byte objects, when hardening is off or when metadata memory ran out (then only the
+  // counts are checked).
+  uint64_t* free_bits;
 
   void* start_ptr() const { return start.ptr(); }
   uintptr_t start_addr() const { return start.addr(); }

@@ -2,11 +2,11 @@
 
 #include <new>
 
+#include "core/freelist_link.h"
 #include "platform/os.h"
 
 namespace tcm {
 
-static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
 
 void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size) {
   central_ = central;
@@ -37,8 +37,8 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   void* result = start;
   if (got > 1) {
     // The list is empty here (that is why we were called).
-    NextOf(end) = l->head;
-    l->head = NextOf(start);
+    SetLink(end, l->head);
+    l->head = GetLink(start);
     l->length += static_cast<uint32_t>(got - 1);
     room_ -= static_cast<intptr_t>((got - 1) * SizeMap::ClassSize(cl));
   }
@@ -50,8 +50,8 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_s
   if (n == 0) return;
   void* start = l->head;
   void* last = start;
-  for (uint32_t i = 1; i < n; ++i) last = NextOf(last);
-  l->head = NextOf(last);
+  for (uint32_t i = 1; i < n; ++i) last = GetLink(last);
+  l->head = GetLink(last);
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
@@ -65,7 +65,7 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_s
 void ThreadCache::PushSlow(void* p, size_t cl) {
   ApplyThefts();
   FreeList* l = &lists_[cl];
-  NextOf(p) = l->head;
+  SetLink(p, l->head);
   l->head = p;
   ++l->length;
   room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -48,6 +49,20 @@ void Unmap(void* p, size_t bytes) {
   int saved = errno;
   RawMunmap(p, bytes);
   errno = saved;
+}
+
+void* ReserveNoAccess(size_t bytes) {
+  int saved = errno;
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+bool SetAccess(void* p, size_t bytes, bool read_write) {
+  int saved = errno;
+  bool ok = mprotect(p, bytes, read_write ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
 }
 
 bool ReleasePages(void* p, size_t bytes) {
@@ -181,6 +196,19 @@ size_t FileSizeIfRegular(int fd) {
 }
 
 int GetPid() { return static_cast<int>(syscall(SYS_getpid)); }
+
+uint64_t Random64() {
+  uint64_t r = 0;
+  if (syscall(SYS_getrandom, &r, sizeof(r), 0x1 /* GRND_NONBLOCK */) == static_cast<long>(sizeof(r))) return r;
+  // Bytes 8..15 of AT_RANDOM are glibc's pointer guard, 0..7 its stack guard: take a mix of
+  // both with the time, so leaking our secret does not hand out either of theirs.
+  uint64_t words[2] = {0, 0};
+  if (const void* at = reinterpret_cast<const void*>(getauxval(AT_RANDOM))) memcpy(words, at, sizeof(words));
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  r = (words[0] * 0x9E3779B97F4A7C15ull) ^ (words[1] >> 7) ^ static_cast<uint64_t>(ts.tv_nsec) * 0xBF58476D1CE4E5B9ull;
+  return r;
+}
 
 bool ForEachEnv(void (*fn)(const char* record, void* ctx), void* ctx) {
   // /proc/self/environ holds the initial environment as NAME=value\0 records. Read it in

@@ -14,6 +14,12 @@ namespace tcm::os {
 void* MapAnonymous(size_t bytes);
 void Unmap(void* p, size_t bytes);
 
+// Address space with no access and no memory behind it (guard pages), aligned to the OS
+// page; nullptr on failure. SetAccess makes [p, p+bytes) (OS-page aligned) read-write or
+// inaccessible again; false if the kernel refused.
+void* ReserveNoAccess(size_t bytes);
+bool SetAccess(void* p, size_t bytes, bool read_write);
+
 // Gives the physical pages of [p, p+bytes) back to the kernel; the range stays mapped and
 // reads back as zeros. Returns false if the kernel refused.
 bool ReleasePages(void* p, size_t bytes);
@@ -53,6 +59,10 @@ bool GetEnv(const char* name, char* buf, size_t len);
 bool ForEachEnv(void (*fn)(const char* record, void* ctx), void* ctx);
 
 int GetPid();
+
+// 64 unpredictable bits from the kernel (getrandom, without blocking); if that fails, the
+// loader's AT_RANDOM bytes mixed with the clock. Never fails, never allocates.
+uint64_t Random64();
 
 // Files for the memfs and device memory sources. Each returns -1/nullptr/false on failure.
 int CreateUnlinkedFile(const char* dir);  // a new file in dir, already unlinked

@@ -1,9 +1,11 @@
 #include "platform/stack_trace.h"
 
+#include <dlfcn.h>
 #include <link.h>
 #include <unwind.h>
 
 #include <cstdint>
+#include <cstdio>
 
 namespace tcm::os {
 
@@ -85,6 +87,21 @@ bool ModuleTextRange(const void* addr, uintptr_t* lo, uintptr_t* hi, bool* is_ma
   *hi = q.hi;
   *is_main_program = q.is_main;
   return true;
+}
+
+void DescribePc(const void* pc, char* buf, size_t len) {
+  if (len == 0) return;
+  buf[0] = '\0';
+  Dl_info info;
+  if (dladdr(pc, &info) == 0 || info.dli_fname == nullptr) return;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(pc);
+  if (info.dli_sname != nullptr && info.dli_saddr != nullptr) {
+    snprintf(buf, len, "%s+0x%lx (%s)", info.dli_sname,
+             static_cast<unsigned long>(addr - reinterpret_cast<uintptr_t>(info.dli_saddr)), info.dli_fname);
+  } else {
+    snprintf(buf, len, "(%s+0x%lx)", info.dli_fname,
+             static_cast<unsigned long>(addr - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  }
 }
 
 }  // namespace tcm::os

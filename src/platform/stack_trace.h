@@ -4,6 +4,7 @@
 #ifndef TCMALLOC_PLATFORM_STACK_TRACE_H_
 #define TCMALLOC_PLATFORM_STACK_TRACE_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tcm::os {
@@ -22,6 +23,11 @@ int GetStackFrames(void** pcs, int* sizes, int max_depth, int skip);
 // Returns false if not found. *is_main_program tells whether that module is the program
 // itself (a static link) rather than a shared library.
 bool ModuleTextRange(const void* addr, uintptr_t* lo, uintptr_t* hi, bool* is_main_program);
+
+// Writes "symbol+0xoff (module)" for pc into buf (NUL-terminated, truncated to len - 1),
+// or "(module+0xoff)" when the module exports no symbol there, or "" when pc is in no
+// module. Never allocates; meant for crash reports (it may take the loader's lock).
+void DescribePc(const void* pc, char* buf, size_t len);
 
 }  // namespace tcm::os
 

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   int arg = argc > 2 ? atoi(argv[2]) : 0;
   if (action == "props") {
     for (const char* n : {"tcmalloc.max_total_thread_cache_bytes", "tcmalloc.sample_parameter",
-                          "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit"})
+                          "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit",
+                          "tcmalloc.guarded_sample_rate", "tcmalloc.hardened"})
       printf("%s=%zu\n", n, Prop(n));
     printf("release_rate=%g\n", MallocExtension::instance()->GetMemoryReleaseRate());
     free(malloc(16));

@@ -40,6 +40,9 @@ class Garbage(unittest.TestCase):
         ("TCMALLOC_AGGRESSIVE_DECOMMIT", "maybe", "tcmalloc.aggressive_memory_decommit", "0"),
         ("TCMALLOC_TRANSFER_NUM_OBJ", "zillion", "batch16", "32"),
         ("TCMALLOC_TRANSFER_NUM_OBJ", "0", "batch16", "32"),
+        ("TCMALLOC_GUARDED_SAMPLE_RATE", "often", "tcmalloc.guarded_sample_rate", "67108864"),
+        ("TCMALLOC_GUARDED_SAMPLE_RATE", "-1", "tcmalloc.guarded_sample_rate", "67108864"),
+        ("TCMALLOC_HARDENED", "sometimes", "tcmalloc.hardened", "1"),
     ]
 
     def test_each_garbage_value(self):

@@ -355,9 +355,11 @@ class Sampling(ProfilerCase):
 class Callgrind(ProfilerCase):
     """The malloc+free fast path did not get slower: instructions per 32-byte pair, counted by
     callgrind (deterministic), with sampling off and the profiler not running, in both
-    libraries. Baseline measured before the profiler existed: 61 per pair, loop included."""
+    libraries. Baseline measured before the profiler existed: 61 per pair, loop included;
+    +3 since the hardened build encodes free-list links (issue 15: one XOR in malloc, one in
+    free; bench/README.md "Hardening")."""
 
-    BASELINE = 61
+    BASELINE = 64
     SLACK = 2
     N1, N2 = 100_000, 1_100_000
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/freelist_link.h"
+
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -16,7 +18,18 @@
 namespace tcm {
 namespace {
 
-void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+// An object's free-list link, read and written through freelist_link.h's encoding, as
+// the allocator's tiers do.
+struct LinkRef {
+  void* obj;
+  operator void*() const { return GetLink(obj); }
+  LinkRef& operator=(void* next) {
+    SetLink(obj, next);
+    return *this;
+  }
+};
+LinkRef NextOf(void* obj) { return LinkRef{obj}; }
+[[maybe_unused]] void*& RawWord(void* obj) { return *static_cast<void**>(obj); }
 
 class CentralFreeListTest : public ::testing::Test {
  protected:
@@ -294,6 +307,111 @@ TEST_F(CentralFreeListDeathTest, ForeignPointerCrashes) {
   ASSERT_EQ(Remove(1, &objs), 1);
   static void* not_ours[2] = {nullptr, nullptr};
   EXPECT_DEATH(central_->InsertRange(&not_ours[0], 1), "invalid pointer");
+}
+
+// ---- hardening: every batch is checked where it arrives ----
+
+// Links objs[from, from+n) into a chain; returns its tail.
+void* Chain(const std::vector<void*>& objs, size_t from, size_t n) {
+  for (size_t i = from; i + 1 < from + n; ++i) NextOf(objs[i]) = objs[i + 1];
+  NextOf(objs[from + n - 1]) = nullptr;
+  return objs[from + n - 1];
+}
+
+TEST_F(CentralFreeListDeathTest, InteriorPointerInATransferBatchCrashes) {
+  const size_t cl = SizeMap::ClassIndex(100);
+  Init(cl);
+  const int batch = central_->transfer_cache()->batch();
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(batch, &objs), batch);
+  objs[3] = static_cast<char*>(objs[3]) + 16;
+  void* tail = Chain(objs, 0, static_cast<size_t>(batch));
+  EXPECT_DEATH(central_->InsertRange(objs[0], tail, batch),
+               "free\\(\\) \\(batch from a thread cache into the transfer cache\\): invalid pointer 0x[0-9a-f]+ "
+               "\\(16 bytes into a block of size class [0-9]+, 112 bytes\\)");
+}
+
+TEST_F(CentralFreeListDeathTest, InteriorPointerReturningToItsSpanCrashes) {
+  const size_t cl = SizeMap::ClassIndex(1000);
+  Init(cl);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(4, &objs), 4);
+  objs[2] = static_cast<char*>(objs[2]) + 1;
+  EXPECT_DEATH(Insert(objs, 0, 4), "returning to their spans\\): invalid pointer 0x[0-9a-f]+ \\(1 bytes into");
+}
+
+TEST_F(CentralFreeListDeathTest, PointerIntoTheSpansTailWasteCrashes) {
+  // A class whose spans have tail waste: the offset is a multiple of the size, but past the
+  // last object.
+  size_t cl = 1;
+  while (cl < kNumClasses &&
+         SizeMap::ClassPages(cl) * kPageSize - SizeMap::ObjectsPerSpan(cl) * SizeMap::ClassSize(cl) <
+             SizeMap::ClassSize(cl) / 2)
+    ++cl;
+  ASSERT_LT(cl, kNumClasses);
+  Init(cl);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(1, &objs), 1);
+  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(objs[0]));
+  objs[0] = static_cast<char*>(span->start_ptr()) + SizeMap::ObjectsPerSpan(cl) * SizeMap::ClassSize(cl);
+  EXPECT_DEATH(Insert(objs, 0, 1), "invalid pointer");
+}
+
+TEST_F(CentralFreeListDeathTest, SameObjectTwiceInATransferBatchCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  const int batch = central_->transfer_cache()->batch();
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(batch, &objs), batch);
+  objs[batch - 1] = objs[5];  // freed twice, other frees in between
+  void* tail = Chain(objs, 0, static_cast<size_t>(batch) - 1);
+  NextOf(tail) = objs[5];
+  EXPECT_DEATH(central_->InsertRange(objs[0], objs[5], batch), "invalid pointer 0x[0-9a-f]+ \\(double free");
+}
+
+TEST_F(CentralFreeListDeathTest, ObjectAlreadyFreeInItsSpanCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  Insert(objs, 3, 4);  // objs[3] is back on its span's list; the span still has 7 out
+  EXPECT_DEATH(Insert(objs, 3, 4), "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+}
+
+TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
+  Init(SizeMap::ClassIndex(48));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  Insert(objs, 1, 8);  // objs[1..7] on the span's list, objs[0] keeps the span
+  static char target[4096];
+  // A use-after-free write of an address of the writer's choice into every free block.
+  for (size_t i = 1; i < 8; ++i) RawWord(objs[i]) = target;
+  EXPECT_DEATH(
+      {
+        std::vector<void*> more;
+        Remove(16, &more);
+      },
+      "corrupted free list of size class [0-9]+ \\(48 bytes\\): the free block 0x[0-9a-f]+ links to 0x[0-9a-f]+");
+}
+
+TEST_F(CentralFreeListTest, SpanListLinksAreNotPlainPointers) {
+  Init(SizeMap::ClassIndex(48));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(1, &objs), 1);
+  // The span's remaining free objects are linked in address order from the next one on;
+  // what is stored in the first word is not the plain address of the next object.
+  char* next_free = static_cast<char*>(objs[0]) + 48;
+  EXPECT_NE(RawWord(next_free), static_cast<void*>(next_free + 48));
+  central_->Verify();
+}
+
+TEST_F(CentralFreeListTest, UncheckedListAcceptsWhatTheCheckedOneRejects) {
+  // TCMALLOC_HARDENED=0: no per-object checks, so the double free goes unnoticed here.
+  central_ = std::make_unique<CentralFreeList>();
+  central_->Init(static_cast<uint8_t>(SizeMap::ClassIndex(64)), &t_->heap, &t_->pagemap, /*checked=*/false);
+  cl_ = SizeMap::ClassIndex(64);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  EXPECT_FALSE(central_->checked());
+  Insert(objs, 0, 7);
 }
 
 }  // namespace

@@ -19,6 +19,21 @@ TEST(SizeClasses, CountIsAboutWhatTheDesignSays) {
   EXPECT_EQ(SizeMap::ClassSize(kNumClasses - 1), kMaxSize);
 }
 
+TEST(SizeClasses, ReciprocalIndexIsExactForEveryOffsetOfEverySpan) {
+  // The hardening checks find an object's index without a division; one wrong offset would
+  // let an interior pointer through or reject a good one.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const size_t size = SizeMap::ClassSize(cl);
+    const size_t span_bytes = SizeMap::ClassPages(cl) * kPageSize;
+    size_t failures = 0;
+    for (size_t off = 0; off < span_bytes && failures < 5; ++off)
+      if (SizeMap::ObjectIndex(cl, off) != off / size) {
+        ADD_FAILURE() << "class " << cl << " offset " << off;
+        ++failures;
+      }
+  }
+}
+
 TEST(SizeClasses, EightByteObjectsCostEightBytes) {
   // The design's space claim: N 8-byte objects take ~8N bytes, so 1..8 share an exact class.
   EXPECT_EQ(SizeMap::ClassSize(1), 8u);

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/freelist_link.h"
+
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -19,7 +21,18 @@
 namespace tcm {
 namespace {
 
-void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
+// An object's free-list link, read and written through freelist_link.h's encoding, as
+// the allocator's tiers do.
+struct LinkRef {
+  void* obj;
+  operator void*() const { return GetLink(obj); }
+  LinkRef& operator=(void* next) {
+    SetLink(obj, next);
+    return *this;
+  }
+};
+LinkRef NextOf(void* obj) { return LinkRef{obj}; }
+[[maybe_unused]] void*& RawWord(void* obj) { return *static_cast<void**>(obj); }
 
 // The design's list state, evolved by its pseudo-code.
 struct Model {

@@ -1,0 +1,245 @@
+// Release-build hardening (issue 15): misuse of small blocks that used to be accepted
+// silently must now abort with a one-line diagnosis naming the pointer. Each case runs in a
+// death-test child. Objects reach the checks when the front end hands them back to the
+// central list (Flush() here; a thread's exit, a full list or cache in real programs).
+//
+// Registered twice: api_hardening with the per-thread caches (TCMALLOC_PER_CPU_CACHES=0),
+// where every test runs, and api_hardening_per_cpu with the default front end, where the
+// tests that depend on per-thread lists skip themselves.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <gperftools/malloc_extension.h>
+#include <gperftools/malloc_extension_c.h>
+
+#include "test_util.h"
+
+namespace {
+
+using tcm_test::Opaque;
+
+void NoCoreDump() {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+}
+
+// Hands everything the calling thread's cache or the CPU caches hold to the central lists.
+void Flush() {
+  MallocExtension_MarkThreadIdle();
+  MallocExtension_ReleaseFreeMemory();
+}
+
+bool PerCpuFrontEnd() {
+  size_t active = 0;
+  return MallocExtension::instance()->GetNumericProperty("tcmalloc.per_cpu_caches_active", &active) && active != 0;
+}
+
+// A double free reaches the central list either as the same block twice (per-thread lists
+// keep both copies) or as a chain cut short where the block's link was written twice
+// (per-CPU arrays link their blocks only when they hand them over).
+constexpr char kDoubleFree[] = "invalid pointer 0x[0-9a-f]+ \\((double free|a chain of [0-9]+ blocks.*freed twice)";
+
+// Frees p + offset (p a fresh block of `size` bytes) and hands the cache back.
+void FreeInterior(size_t size, size_t offset) {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size)));
+  if (p == nullptr) _exit(99);
+  free(Opaque(p + offset));
+  Flush();
+  _exit(0);  // not reached when detected
+}
+
+TEST(HardeningDeathTest, InteriorFreeAtEveryOffsetKind) {
+  // One size per kind of class (8 B, the 16-byte steps, each power-of-two band, the largest)
+  // and offsets: unaligned, one word, the middle, the last word.
+  const size_t sizes[] = {8, 16, 48, 100, 1000, 4096, 40000, 200000, 256 * 1024};
+  for (size_t size : sizes) {
+    const size_t cls = nallocx(size, 0);
+    const size_t offsets[] = {1, 8, (cls / 2) & ~size_t{7}, cls - 8};
+    for (size_t offset : offsets) {
+      if (offset == 0 || offset >= cls) continue;
+      SCOPED_TRACE(testing::Message() << "size " << size << " offset " << offset);
+      EXPECT_EXIT(FreeInterior(size, offset), testing::KilledBySignal(SIGABRT),
+                  "invalid pointer 0x[0-9a-f]+ \\([0-9]+ bytes into a block of size class [0-9]+");
+    }
+  }
+}
+
+// Frees every object of a span's worth of blocks so the span goes back to the page heap,
+// then frees one of those pointers again.
+void FreeIntoFreedSpan(size_t which) {
+  NoCoreDump();
+  constexpr int kCount = 4096;
+  static void* blocks[kCount];
+  for (int i = 0; i < kCount; ++i) blocks[i] = malloc(Opaque(size_t{2048}));
+  for (int i = 0; i < kCount; ++i) free(blocks[i]);
+  Flush();
+  free(Opaque(blocks[which]));
+  Flush();
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, FreeIntoFreedSpan) {
+  for (size_t which : {size_t{0}, size_t{5}, size_t{4095}}) {
+    SCOPED_TRACE(which);
+    EXPECT_EXIT(FreeIntoFreedSpan(which), testing::KilledBySignal(SIGABRT), "invalid pointer 0x[0-9a-f]+");
+  }
+}
+
+// free(a); free(b); free(a): the second free of a is not at the list's head, so the fast path
+// takes it; the span notices when the objects come back.
+void DoubleFreeSeparated(size_t size, int between) {
+  NoCoreDump();
+  void* keep = malloc(Opaque(size));  // keeps the span alive
+  void* a = malloc(Opaque(size));
+  void* others[16];
+  for (int i = 0; i < between; ++i) others[i] = malloc(Opaque(size));
+  free(a);
+  for (int i = 0; i < between; ++i) free(others[i]);
+  free(Opaque(a));
+  Flush();
+  free(keep);
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, DoubleFreeSeparatedByOtherFrees) {
+  for (size_t size : {size_t{16}, size_t{96}, size_t{3000}})
+    for (int between : {1, 2, 15}) {
+      SCOPED_TRACE(testing::Message() << "size " << size << " between " << between);
+      EXPECT_EXIT(DoubleFreeSeparated(size, between), testing::KilledBySignal(SIGABRT), kDoubleFree);
+    }
+}
+
+// The same, detected when the thread that did it exits.
+void* DoubleFreeThenExit(void*) {
+  void* a = malloc(Opaque(size_t{64}));
+  void* b = malloc(Opaque(size_t{64}));
+  free(a);
+  free(b);
+  free(Opaque(a));
+  return nullptr;
+}
+
+void DoubleFreeInExitingThread() {
+  NoCoreDump();
+  void* keep = malloc(Opaque(size_t{64}));
+  pthread_t t;
+  pthread_create(&t, nullptr, DoubleFreeThenExit, nullptr);
+  pthread_join(t, nullptr);
+  free(keep);
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, DoubleFreeCaughtAtThreadExit) {
+  if (PerCpuFrontEnd()) GTEST_SKIP() << "a thread's exit flushes only per-thread caches";
+  EXPECT_EXIT(DoubleFreeInExitingThread(), testing::KilledBySignal(SIGABRT), "invalid pointer 0x[0-9a-f]+ \\(double free");
+}
+
+// A use-after-free write of a chosen address into a block that sits on its span's free list:
+// later allocations must not hand that address out.
+alignas(64) char g_target[4096];
+
+void UseAfterFreeWriteThenAllocate() {
+  NoCoreDump();
+  constexpr int kCount = 64;
+  void* blocks[kCount];
+  for (int i = 0; i < kCount; ++i) blocks[i] = malloc(Opaque(size_t{48}));
+  for (int i = 1; i < kCount; ++i) free(blocks[i]);
+  Flush();  // the freed blocks are now on their span's list
+  for (int i = 1; i < kCount; ++i) *static_cast<void**>(Opaque(blocks[i])) = g_target;
+  for (int i = 0; i < 4 * kCount; ++i) {
+    void* p = malloc(Opaque(size_t{48}));
+    if (p >= static_cast<void*>(g_target) && p < static_cast<void*>(g_target + sizeof(g_target))) _exit(1);
+  }
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, UseAfterFreeWriteOnSpanListIsDetected) {
+  // Per-CPU caches refill through chains too: there the forged word may be met as a chain
+  // link first, and the fault it causes inside the allocator is what is reported.
+  EXPECT_EXIT(UseAfterFreeWriteThenAllocate(), testing::KilledBySignal(SIGABRT),
+              "corrupted free list of size class [0-9]+ \\(48 bytes\\): the free block 0x[0-9a-f]+ links to|"
+              "inside the allocator.*a free list was corrupted");
+}
+
+// The same write into a block still in the thread's own list: the forged link decodes to an
+// unpredictable address, so the outcome is an abort or a fault, never the chosen address.
+void UseAfterFreeWriteInThreadCache() {
+  NoCoreDump();
+  void* blocks[8];
+  for (auto& b : blocks) b = malloc(Opaque(size_t{48}));
+  for (auto& b : blocks) free(b);
+  *static_cast<void**>(Opaque(blocks[7])) = g_target;  // the list's head
+  for (int i = 0; i < 64; ++i) {
+    void* p = malloc(Opaque(size_t{48}));
+    if (p >= static_cast<void*>(g_target) && p < static_cast<void*>(g_target + sizeof(g_target))) _exit(1);
+    if (p != nullptr) memset(p, 0x5a, 48);
+  }
+  Flush();
+  _exit(0);
+}
+
+// A block freed while still in use: the program's next write forges its link in the
+// thread's list, and the pop after it faults inside malloc, which is reported as such.
+void FreeWhileInUseThenWrite() {
+  NoCoreDump();
+  // Grow the thread's list for the class first, so the frees below stay in it.
+  static void* warm[256];
+  for (int round = 0; round < 4; ++round) {
+    for (void*& w : warm) w = malloc(Opaque(size_t{64}));
+    for (void* w : warm) free(w);
+  }
+  char* a = static_cast<char*>(malloc(Opaque(size_t{64})));
+  char* b = static_cast<char*>(malloc(Opaque(size_t{64})));
+  free(b);
+  free(a);
+  free(Opaque(b));  // double free: b is on the list twice, the list is b a b ...
+  char* x = static_cast<char*>(malloc(Opaque(size_t{64})));  // b
+  memset(x, 0xa5, 64);  // the program uses it, over b's link word
+  for (int i = 0; i < 4; ++i) Opaque(malloc(Opaque(size_t{64})));
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, FaultOnAForgedLinkInsideMallocIsDiagnosed) {
+  if (PerCpuFrontEnd()) GTEST_SKIP() << "per-CPU arrays do not link their blocks";
+  EXPECT_EXIT(FreeWhileInUseThenWrite(), testing::KilledBySignal(SIGABRT),
+              "fault at pc 0x[0-9a-f]+ (reading 0x[0-9a-f]+ )?inside the allocator.*: a free list was corrupted");
+}
+
+bool AbortedOrFaulted(int status) {
+  return WIFSIGNALED(status) && (WTERMSIG(status) == SIGABRT || WTERMSIG(status) == SIGSEGV);
+}
+
+TEST(HardeningDeathTest, UseAfterFreeWriteInThreadCacheNeverRedirects) {
+  if (PerCpuFrontEnd()) GTEST_SKIP() << "per-CPU arrays do not link their blocks";
+  EXPECT_EXIT(UseAfterFreeWriteInThreadCache(), AbortedOrFaulted, "");
+}
+
+// Registered a second time with TCMALLOC_HARDENED=0 (api_hardening_off): the same interior
+// free then goes unnoticed, which is what the switch promises (and shows it is the switch
+// that makes the difference in the tests above).
+void InteriorFreeUnchecked() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{100})));
+  free(Opaque(p + 16));
+  Flush();
+  _exit(7);
+}
+
+TEST(HardeningOffTest, InteriorFreeIsNotCheckedWhenSwitchedOff) {
+  size_t hardened = 1;
+  ASSERT_TRUE(MallocExtension::instance()->GetNumericProperty("tcmalloc.hardened", &hardened));
+  if (hardened != 0) GTEST_SKIP() << "runs under TCMALLOC_HARDENED=0 (ctest api_hardening_off)";
+  EXPECT_EXIT(InteriorFreeUnchecked(), testing::ExitedWithCode(7), "");
+}
+
+TEST(HardeningTest, HeapStillWorksInTheParent) {
+  void* p = malloc(Opaque(size_t{100}));
+  ASSERT_NE(p, nullptr);
+  free(p);
+}
+
+}  // namespace
