@@ -19,12 +19,12 @@ bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per
   const int n = os::NumPossibleCpus();
   void* slabs = os::MapAnonymous(static_cast<size_t>(n) << kSlabShift);
   if (slabs == nullptr) return false;
-  void* meta = arena->Alloc(sizeof(CpuMeta) * static_cast<size_t>(n), 64);
-  if (meta == nullptr) {
+  void* metadata = arena->Alloc(sizeof(CpuMeta) * static_cast<size_t>(n), 64);
+  if (metadata == nullptr) {
     os::Unmap(slabs, static_cast<size_t>(n) << kSlabShift);
     return false;
   }
-  meta_ = static_cast<CpuMeta*>(meta);
+  meta_ = static_cast<CpuMeta*>(metadata);
   for (int i = 0; i < n; ++i) new (&meta_[i]) CpuMeta();
   size_t next = kHeaderSlots;
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
