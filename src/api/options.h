@@ -87,7 +87,7 @@ struct Options {
   // encoding (core/freelist_link.h).
   bool hardened = kHardenedBuild;
   bool per_cpu_caches = true;
-  int64_t max_per_cpu_cache_size = 1536 * 1024;
+  int64_t max_per_cpu_cache_size = 3 << 20;
 
   HeapProfilerOptions heap_profiler;
   HeapCheckerOptions heap_checker;

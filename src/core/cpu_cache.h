@@ -70,7 +70,7 @@ inline constexpr size_t kHeaderSlots = 128;  // one 8-byte header per class, kMa
 inline constexpr uint16_t kLockedBegin = 0xffff;
 inline constexpr size_t kMaxClasses = size_class_internal::kMaxClasses;
 inline constexpr int kMaxBatch = 1024;  // TCMALLOC_TRANSFER_NUM_OBJ's upper bound
-inline constexpr size_t kDefaultMaxPerCpuCacheBytes = 1536 * 1024;
+inline constexpr size_t kDefaultMaxPerCpuCacheBytes = size_t{3} << 20;
 inline constexpr uint64_t kCpuIdleNs = 1'000'000'000;
 // Unused capacity is taken back at most this often per CPU: each time costs a fence (an
 // interrupt of that CPU), so a 100 ms maintenance tick must not pay it every time.

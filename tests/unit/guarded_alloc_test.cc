@@ -29,9 +29,9 @@ constexpr bool kAsan = false;
 #endif
 
 // Died of the access: SIGSEGV, or under AddressSanitizer (scripts/sanitize.sh), whose own
-// SEGV handler reports it, exit status 1.
+// SEGV handler reports it and exits with status 1, or aborts (abort_on_error=1).
 bool DiedOfTheFault(int status) {
-  if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGSEGV;
+  if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGSEGV || (kAsan && WTERMSIG(status) == SIGABRT);
   return kAsan && WIFEXITED(status) && WEXITSTATUS(status) == 1;
 }
 
