@@ -28,11 +28,19 @@ constexpr bool kAsan = false;
 constexpr bool kAsan = false;
 #endif
 
-// Died of the access: SIGSEGV, or under AddressSanitizer (scripts/sanitize.sh), whose own
-// SEGV handler reports it and exits with status 1, or aborts (abort_on_error=1).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+
+// Died of the access: SIGSEGV, or under a sanitizer (scripts/sanitize.sh), whose own SEGV
+// handler reports it: AddressSanitizer exits with status 1 or aborts (abort_on_error=1),
+// ThreadSanitizer exits with status 66.
 bool DiedOfTheFault(int status) {
   if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGSEGV || (kAsan && WTERMSIG(status) == SIGABRT);
-  return kAsan && WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  if (!WIFEXITED(status)) return false;
+  return (kAsan && WEXITSTATUS(status) == 1) || (kTsan && WEXITSTATUS(status) == 66);
 }
 
 class GuardedPoolTest : public ::testing::Test {
