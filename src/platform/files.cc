@@ -13,15 +13,6 @@
 namespace tcm::os {
 
 namespace {
-// Restores errno on scope exit.
-class ErrnoKeeper {
- public:
-  ErrnoKeeper() : saved_(errno) {}
-  ~ErrnoKeeper() { errno = saved_; }
-
- private:
-  int saved_;
-};
 
 int OpenAt(const char* path, int flags, int mode, int* error) {
   ErrnoKeeper k;

@@ -4,10 +4,24 @@
 #define TCMALLOC_PLATFORM_OS_H_
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
 namespace tcm::os {
+
+// Restores errno on scope exit: the primitives here never leak a system call's errno into
+// the caller's (malloc must leave errno alone unless it fails).
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+  ErrnoKeeper(const ErrnoKeeper&) = delete;
+  ErrnoKeeper& operator=(const ErrnoKeeper&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Fresh anonymous private read-write memory, zero-filled, aligned to the OS page (4 KiB).
 // Returns nullptr (errno untouched by contract) on failure.

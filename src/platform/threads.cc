@@ -15,15 +15,6 @@
 namespace tcm::os {
 
 namespace {
-// Restores errno on scope exit.
-class ErrnoKeeper {
- public:
-  ErrnoKeeper() : saved_(errno) {}
-  ~ErrnoKeeper() { errno = saved_; }
-
- private:
-  int saved_;
-};
 
 // What InstallSignalHandler replaced, per signal (real-time signals go up to 64).
 constexpr int kMaxSignal = 65;
