@@ -203,7 +203,8 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       }
       span->objects = next;
       ++span->refcount;
-      if (tail == nullptr) head = obj; else SetLink(tail, obj);
+      // The chain so far ends at tail; obj goes after it.
+      if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
       tail = obj;
       ++got;
     }
