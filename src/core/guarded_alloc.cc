@@ -9,13 +9,19 @@ namespace tcm {
 bool GuardedPool::Init(Arena* arena) {
   if (init_failed_) return false;
   init_failed_ = true;  // until everything below worked
-  void* region = os::ReserveNoAccess(kReservedBytes);
+  // The OS aligns a reservation to its 4 KiB pages; slots are kSlotBytes (8 KiB) apart.
+  // Reserving one slot more and starting at a multiple of kSlotBytes makes every slot and
+  // guard boundary a multiple of kSlotBytes whatever address the kernel picked (the unit
+  // test relied on that by luck; under ASan the kernel picked otherwise).
+  void* region = os::ReserveNoAccess(kReservedBytes + kSlotBytes);
   if (region == nullptr) return false;
   slots_ = static_cast<Slot*>(arena->Alloc(sizeof(Slot) * kSlots, alignof(Slot)));
   if (slots_ == nullptr) {
-    os::Unmap(region, kReservedBytes);
+    os::Unmap(region, kReservedBytes + kSlotBytes);
     return false;
   }
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(region) + kSlotBytes - 1) & ~(uintptr_t{kSlotBytes} - 1);
+  region = reinterpret_cast<void*>(aligned);
   for (size_t i = 0; i < kSlots; ++i) ring_[i] = static_cast<uint16_t>(i);
   ring_head_ = 0;
   ring_count_ = kSlots;
