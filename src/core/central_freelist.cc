@@ -174,9 +174,13 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
   void* head = nullptr;
   void* tail = nullptr;
   int got = 0;
+  int counted = 0;  // objects already taken off free_objects_
   while (got < n) {
     Span* span = nonempty_.first();
     if (span == nullptr) {
+      // Populate drops the lock: the count must match the spans before anyone can look.
+      free_objects_ -= static_cast<size_t>(got - counted);
+      counted = got;
       if (!Populate()) break;
       continue;
     }
@@ -213,7 +217,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       empty_.PushFront(span);
     }
   }
-  free_objects_ -= static_cast<size_t>(got);
+  free_objects_ -= static_cast<size_t>(got - counted);
   if (got > 0) SetLink(tail, nullptr);
   *start = head;
   *end = tail;
