@@ -76,7 +76,7 @@ inline constexpr uint64_t kCpuIdleNs = 1'000'000'000;
 // interrupt of that CPU), so a 100 ms maintenance tick must not pay it every time.
 inline constexpr uint64_t kCpuResizeIntervalNs = 1'000'000'000;
 
-struct SlabHeader {
+struct alignas(8) SlabHeader {  // stored whole (one 8-byte store) when a CPU is set up
   uint16_t current;
   uint16_t end;
   uint16_t begin;

@@ -41,19 +41,29 @@ inline void InitLinkSecret(uint64_t random) {
 }
 inline uintptr_t LinkSecret() { return link_internal::g_secret; }
 
+// The word is read and written with memcpy: a misused free (an interior pointer) can hand
+// us an unaligned "object" before the batch check rejects it, and an unaligned access is
+// undefined behaviour in C++ (on x86-64 memcpy compiles to the same single mov).
+TCM_ALWAYS_INLINE void StoreWord(void* obj, uintptr_t v) { __builtin_memcpy(obj, &v, sizeof(v)); }
+TCM_ALWAYS_INLINE uintptr_t LoadWord(const void* obj) {
+  uintptr_t v;
+  __builtin_memcpy(&v, obj, sizeof(v));
+  return v;
+}
+
 // Chain links: thread-cache lists and the batches that move between tiers. next ^ secret:
 // one XOR with a memory operand each way, so malloc's and free's fast paths pay one
 // instruction each (mixing in the slot address too would cost two more per pair).
 TCM_ALWAYS_INLINE void SetLink(void* obj, const void* next) {
   uintptr_t v = reinterpret_cast<uintptr_t>(next);
   if constexpr (kHardenedBuild) v ^= link_internal::g_secret;
-  *static_cast<uintptr_t*>(obj) = v;
+  StoreWord(obj, v);
 }
 
 // obj's chain link, decoded. Not validated: a forged word decodes to an address the writer
 // cannot choose without the secret; callers that know obj's span check the result.
 TCM_ALWAYS_INLINE void* GetLink(const void* obj) {
-  uintptr_t v = *static_cast<const uintptr_t*>(obj);
+  uintptr_t v = LoadWord(obj);
   if constexpr (kHardenedBuild) v ^= link_internal::g_secret;
   return reinterpret_cast<void*>(v);
 }
@@ -64,11 +74,11 @@ TCM_ALWAYS_INLINE void* GetLink(const void* obj) {
 TCM_ALWAYS_INLINE void SetSpanLink(void* obj, const void* next) {
   uintptr_t v = reinterpret_cast<uintptr_t>(next);
   if constexpr (kHardenedBuild) v ^= reinterpret_cast<uintptr_t>(obj) ^ link_internal::g_secret;
-  *static_cast<uintptr_t*>(obj) = v;
+  StoreWord(obj, v);
 }
 
 TCM_ALWAYS_INLINE void* GetSpanLink(const void* obj) {
-  uintptr_t v = *static_cast<const uintptr_t*>(obj);
+  uintptr_t v = LoadWord(obj);
   if constexpr (kHardenedBuild) v ^= reinterpret_cast<uintptr_t>(obj) ^ link_internal::g_secret;
   return reinterpret_cast<void*>(v);
 }

@@ -192,6 +192,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (pid == 0) {
     struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);
+    // libFuzzer's own SIGABRT handler would turn a diagnosed abort into its exit code 77:
+    // the child must die of the signal, as a program would.
+    signal(SIGABRT, SIG_DFL);
     dup2(err[1], 2);
     close(err[0]);
     FuzzInput in(data, size);
