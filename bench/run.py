@@ -38,7 +38,12 @@ PROGRAMS = ["t-test1", "t-test2", "fastpath", "larson", "xmalloc", "cache_thrash
 # Our library once more with its per-thread front end (the design document's thread caches,
 # what runs where rseq is unavailable), so both modes are measured side by side.
 PER_THREAD = "ours-per-thread"
-ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"}}
+# Our library with its release-build checks off (issue 15's cost, side by side); only run
+# when named in --allocators.
+UNHARDENED = "ours-unhardened"
+ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"},
+                 UNHARDENED: {"TCMALLOC_HARDENED": "0"}}
+OPT_IN = {UNHARDENED}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
 
 
@@ -173,6 +178,7 @@ def find_allocators(args):
     if os.path.exists(ours):
         found.append(("ours", os.path.realpath(ours)))
         found.append((PER_THREAD, os.path.realpath(ours)))
+        found.append((UNHARDENED, os.path.realpath(ours)))
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
@@ -193,6 +199,8 @@ def find_allocators(args):
     if args.allocators:
         keep = args.allocators.split(",")
         found = [a for a in found if a[0] in keep]
+    else:
+        found = [a for a in found if a[0] not in OPT_IN]
     return found
 
 
@@ -656,7 +664,8 @@ def main():
     ap.add_argument("--ours", help="our libtcmalloc_minimal.so (default: build/src/libtcmalloc_minimal.so)")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=PATH",
                     help="one more allocator to preload (repeatable)")
-    ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc")
+    ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc; "
+                    "ours-unhardened (TCMALLOC_HARDENED=0) runs only when named here")
     ap.add_argument("--filter", help="regex: only workloads whose name matches")
     ap.add_argument("--rounds", type=int, help="rounds (default 5)")
     ap.add_argument("--threads", help="comma-separated thread counts (default 1,2 quick; 1..2*CPUs full)")
@@ -690,7 +699,7 @@ def main():
     # Measure a private copy of our library: a rebuild during the run (ours is the one under
     # development) would otherwise swap the allocator halfway, or catch it half-written.
     mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
-    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD) else lib) for n, lib in allocs]
+    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD, UNHARDENED) else lib) for n, lib in allocs]
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]
