@@ -92,7 +92,10 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
 }
 
 void CentralFreeList::InsertRange(void* start, void* end, int n) {
-  if (n == transfer_.batch()) {
+  // A batch is checked only if it may be parked: when the transfer cache is full (a racy
+  // look, re-checked under its lock) the objects go to their spans, which check each one
+  // anyway, so checking here too would do the work twice.
+  if (n == transfer_.batch() && !transfer_.LooksFull()) {
     if (checks_) CheckBatch(start, end, n);
     if (transfer_.TryInsert(start, end)) return;
   }
@@ -225,34 +228,104 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
 }
 
 void CentralFreeList::InsertRange(void* start, int n) {
-  Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
-  {
-    SpinLockHolder h(&lock_);
-    void* obj = start;
-    void* prev = nullptr;
-    for (int i = 0; i < n; ++i) {
-      Span* span;
+  // In chunks: the look-ups and block-start checks run before the lock is taken, so two
+  // threads returning objects of one class overlap in them and the lock is held only for
+  // the span updates.
+  Pending chunk[kInsertChunk];
+  void* obj = start;
+  void* prev = nullptr;
+  for (int done = 0; done < n;) {
+    const int k = n - done < kInsertChunk ? n - done : kInsertChunk;
+    obj = LookUpChunk(chunk, obj, &prev, n, done, k);
+    InsertChunk(chunk, k);
+    done += k;
+  }
+}
+
+void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const {
+  // Objects of one batch mostly share a page: the span and its base are looked up once
+  // per page, not per object.
+  uintptr_t cached_page = ~uintptr_t{0};
+  Span* span = nullptr;
+  uintptr_t base = 0;
+  for (int i = 0; i < k; ++i) {
+    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, done + i, *prev);
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    const uintptr_t page = addr >> kPageShift;
+    if (page != cached_page) {
       if (checks_) {
-        if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, i, prev);
-        size_t index;
-        span = CheckObject(obj, &index, kIntoSpans);
-        if (span->free_bits != nullptr) {
-          if (TCM_UNLIKELY(TestBit(span->free_bits, index)))
-            Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
-                  "%u bytes)",
-                  kIntoSpans, obj, unsigned{cl_}, size_);
-          SetBit(span->free_bits, index);
+        if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) {
+          if (done + i > 0) PrevFreedTwice(*prev);
+          NotOfThisClass(obj, kIntoSpans);
         }
+        span = pagemap_->GetSpan(PageId::FromPtr(obj));
       } else {
         span = pagemap_->GetSpan(PageId::FromPtr(obj));
         if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_))
           Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
       }
-      // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
-      void* next = GetLink(obj);
+      base = span->start_addr();
+      cached_page = page;
+    }
+    const size_t offset = addr - base;
+    size_t index = 0;
+    if (checks_) {
+      index = IndexOf(offset);
+      if (TCM_UNLIKELY(index * size_ != offset || index >= objects_per_span_)) {
+        if (done + i > 0) PrevFreedTwice(*prev);
+        NotABlockStart(obj, offset, kIntoSpans);
+      }
+    }
+    chunk[i] = Pending{obj, span, static_cast<uint32_t>(offset), static_cast<uint32_t>(index)};
+    // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
+    *prev = obj;
+    obj = GetLink(obj);
+  }
+  return obj;
+}
+
+void CentralFreeList::PrevFreedTwice(void* prev) const {
+  // The objects of a chain are looked up before any of them enters its span, so a block
+  // that is already free in its span (a double free) is only seen when its link, a span
+  // link, decodes to garbage. Name the block rather than the garbage.
+  Span* span = pagemap_->GetSpan(PageId::FromPtr(prev));
+  SpinLockHolder h(&lock_);
+  if (span != nullptr && span->sizeclass == cl_ && span->free_bits != nullptr &&
+      TestBit(span->free_bits, IndexOf(reinterpret_cast<uintptr_t>(prev) - span->start_addr())))
+    Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, %u bytes)",
+          kIntoSpans, prev, unsigned{cl_}, size_);
+}
+
+void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
+  Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
+  {
+    SpinLockHolder h(&lock_);
+    const Span* valid = nullptr;  // the last span seen to be still this class's, at its place
+    for (int i = 0; i < k; ++i) {
+      void* const obj = chunk[i].obj;
+      Span* const span = chunk[i].span;
+      // The look-up ran without the lock: a span can go away meanwhile only if none of its
+      // objects is out, i.e. obj was not out either (a double free); then it is no longer
+      // this class's span at obj's place, or its count says so below. A span that holds
+      // one object of the chunk cannot go away while this lock is held.
+      if (span != valid) {
+        if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse ||
+                         reinterpret_cast<uintptr_t>(obj) - span->start_addr() != chunk[i].offset))
+          Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)",
+                kIntoSpans, obj, unsigned{cl_}, size_);
+        valid = span;
+      }
       if (TCM_UNLIKELY(span->refcount == 0))
         Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
               kIntoSpans, obj, unsigned{cl_}, size_);
+      if (span->free_bits != nullptr) {
+        const size_t index = chunk[i].index;
+        if (TCM_UNLIKELY(TestBit(span->free_bits, index)))
+          Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
+                "%u bytes)",
+                kIntoSpans, obj, unsigned{cl_}, size_);
+        SetBit(span->free_bits, index);
+      }
       if (span->objects == nullptr) {
         SpanList::Remove(span);
         nonempty_.PushFront(span);
@@ -271,8 +344,6 @@ void CentralFreeList::InsertRange(void* start, int n) {
         span->next = to_release;
         to_release = span;
       }
-      prev = obj;
-      obj = next;
     }
   }
   if (to_release != nullptr) {

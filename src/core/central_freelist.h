@@ -92,8 +92,23 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
   [[noreturn]] TCM_NOINLINE void ChainEndsEarly(const char* call, int n, int k, const void* last) const;
+  // Crashes with a double-free message if prev is already free in its span.
+  TCM_NOINLINE void PrevFreedTwice(void* prev) const;
   // Crashes if obj is among the first k objects of the chain at start.
   TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
+  // InsertRange(start, n) in chunks: the look-ups and checks without the lock, then the
+  // span updates under it.
+  struct Pending {
+    void* obj;
+    Span* span;
+    uint32_t offset;  // obj - span start, as looked up (spans of small classes are < 4 GiB)
+    uint32_t index;   // obj's index in the span (checked mode)
+  };
+  static constexpr int kInsertChunk = 64;
+  // Validates the k objects of the chain from obj (done of n already handled; *prev is the
+  // last object handled, for messages) into chunk; returns the object after them.
+  void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const;
+  void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
@@ -102,7 +117,7 @@ class CentralFreeList {
   void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
-  SpinLock lock_;
+  mutable SpinLock lock_;  // mutable: PrevFreedTwice reads bits under it
   uint8_t cl_ = 0;
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;

@@ -167,7 +167,6 @@ void* CpuCache::AllocateMiss(size_t cl) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
   if (cpu >= 0) MaybeGrow(cpu, cl, batch);
-  misses_.fetch_add(1, std::memory_order_relaxed);
   void* start;
   void* end;
   const int got = central_[cl].RemoveRange(&start, &end, cpu >= 0 ? static_cast<int>(batch) : 1);
@@ -202,7 +201,6 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
   int n = 0;
   if (cpu >= 0) {
     MaybeGrow(cpu, cl, batch);
-    misses_.fetch_add(1, std::memory_order_relaxed);
     if (Push(cl, p)) return;
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.

@@ -13,7 +13,7 @@ void TransferCache::Init(size_t object_size, int batch) {
 
 bool TransferCache::TryInsert(void* head, void* tail) {
   SpinLockHolder h(&lock_);
-  touched_ = true;
+  __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
   if (used_ >= max_slots_) return false;
   slots_[used_] = Slot{head, tail};
   __atomic_store_n(&used_, used_ + 1, __ATOMIC_RELAXED);
@@ -22,7 +22,7 @@ bool TransferCache::TryInsert(void* head, void* tail) {
 
 bool TransferCache::TryRemove(void** head, void** tail) {
   SpinLockHolder h(&lock_);
-  touched_ = true;
+  __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
   if (used_ == 0) return false;
   __atomic_store_n(&used_, used_ - 1, __ATOMIC_RELAXED);
   *head = slots_[used_].head;

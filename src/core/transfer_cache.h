@@ -40,6 +40,12 @@ class TransferCache {
   void DrainIfIdle(F f);
 
   int batch() const { return batch_; }
+  // Racy (no lock): a hint that TryInsert would fail. Counts as use (the cache is wanted).
+  bool LooksFull() {
+    if (__atomic_load_n(&used_, __ATOMIC_RELAXED) < max_slots_) return false;
+    if (!__atomic_load_n(&touched_, __ATOMIC_RELAXED)) __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
+    return true;
+  }
   int max_slots() const { return max_slots_; }
   size_t free_objects() const {
     return static_cast<size_t>(__atomic_load_n(&used_, __ATOMIC_RELAXED)) * static_cast<size_t>(batch_);
@@ -77,8 +83,8 @@ template <typename F>
 void TransferCache::DrainIfIdle(F f) {
   {
     SpinLockHolder h(&lock_);
-    bool idle = !touched_;
-    touched_ = false;
+    bool idle = !__atomic_load_n(&touched_, __ATOMIC_RELAXED);
+    __atomic_store_n(&touched_, false, __ATOMIC_RELAXED);
     if (!idle || used_ == 0) return;
   }
   Drain(f);
