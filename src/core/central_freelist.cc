@@ -62,24 +62,40 @@ void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
 }
 
 void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
-  // Each pointer must be a block start of this class. Blocks of classes up to 1 KiB live in
-  // one-page spans, so their offset is the offset in the page, without a span look-up.
+  // Each pointer must be a block start of this class. The class map and the span base are
+  // read once per page (the objects of a batch mostly share a few pages; blocks of classes
+  // up to 1 KiB live in one-page spans, whose base is the page itself).
   // A double free separated by other frees shows up as a pointer twice in one batch: a
-  // 256-bit filter over the batch's pointers sends the rare pointer whose bit is already
-  // set to an exact scan of the batch so far (about one in twenty for a batch of 32).
+  // 256-bit filter indexed by the object's index in its span, offset by a hash of its
+  // page, sends the rare pointer whose bit is already set to an exact scan of the batch so
+  // far. Blocks of one page never collide unless their indices are 256 apart, so a batch of
+  // neighbours (the common case) costs no scan at all.
   uint64_t filter[4] = {0, 0, 0, 0};
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
+  // In locals: the compiler would re-read the members after every store to filter.
+  const uint64_t reciprocal = reciprocal_;
+  const size_t size = size_;
+  const size_t objects = objects_per_span_;
+  uintptr_t cached_page = ~uintptr_t{0};
+  uintptr_t base = 0;
+  size_t mix = 0;
   void* obj = start;
   void* last = nullptr;
   for (int k = 0; k < n; ++k) {
     if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoTransfer, n, k, last);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
-    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
-    const size_t offset =
-        one_page ? (addr & (kPageSize - 1)) : addr - pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
-    const size_t i = IndexOf(offset);
-    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, kIntoTransfer);
-    const uint64_t h = ((addr >> 3) * 0x9E3779B97F4A7C15ull) >> 56;
+    const uintptr_t page = addr >> kPageShift;
+    if (page != cached_page) {
+      if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_))
+        NotOfThisClass(obj, kIntoTransfer);
+      base = one_page ? page << kPageShift : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+      mix = static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> 56);
+      cached_page = page;
+    }
+    const size_t offset = addr - base;
+    const size_t i = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
+    if (TCM_UNLIKELY(i * size != offset || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
+    const size_t h = (i + mix) & 255;
     const uint64_t bit = uint64_t{1} << (h & 63);
     if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(start, k, obj);
     filter[h >> 6] |= bit;
