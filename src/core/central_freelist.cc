@@ -187,11 +187,9 @@ bool CentralFreeList::Populate() {
   return true;
 }
 
-int CentralFreeList::RemoveRange(void** start, void** end, int n) {
-  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
+template <typename Sink>
+int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   SpinLockHolder h(&lock_);
-  void* head = nullptr;
-  void* tail = nullptr;
   int got = 0;
   int counted = 0;  // objects already taken off free_objects_
   while (got < n) {
@@ -226,9 +224,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       }
       span->objects = next;
       ++span->refcount;
-      // The chain so far ends at tail; obj goes after it.
-      if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
-      tail = obj;
+      sink(obj, got);
       ++got;
     }
     if (span->objects == nullptr) {
@@ -237,10 +233,42 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
     }
   }
   free_objects_ -= static_cast<size_t>(got - counted);
+  return got;
+}
+
+int CentralFreeList::RemoveRange(void** start, void** end, int n) {
+  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
+  void* head = nullptr;
+  void* tail = nullptr;
+  const int got = TakeFromSpans(n, [&](void* obj, int) {
+    // The chain so far ends at tail; obj goes after it.
+    if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
+    tail = obj;
+  });
   if (got > 0) SetLink(tail, nullptr);
   *start = head;
   *end = tail;
   return got;
+}
+
+int CentralFreeList::RemoveBatch(void** out, int n) {
+  void* head;
+  void* tail;
+  if (n == transfer_.batch() && transfer_.TryRemove(&head, &tail)) {
+    void* obj = head;
+    for (int i = 0; i < n; ++i) {
+      out[i] = obj;
+      void* next = i + 1 < n ? GetLink(obj) : nullptr;
+      StoreWord(obj, 0);
+      obj = next;
+    }
+    return n;
+  }
+  // Straight from the spans into out: no chain is built only to be taken apart again.
+  return TakeFromSpans(n, [out](void* obj, int i) {
+    StoreWord(obj, 0);
+    out[i] = obj;
+  });
 }
 
 void CentralFreeList::InsertRange(void* start, int n) {
@@ -269,16 +297,14 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
     if (page != cached_page) {
-      if (checks_) {
-        if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) {
-          if (done + i > 0) PrevFreedTwice(*prev);
-          NotOfThisClass(obj, kIntoSpans);
-        }
-        span = pagemap_->GetSpan(PageId::FromPtr(obj));
-      } else {
-        span = pagemap_->GetSpan(PageId::FromPtr(obj));
-        if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_))
-          Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
+      // The span pointer of a page that is not in use may be stale (a Span record reused
+      // for other pages); such a span is either not of this class or does not cover obj,
+      // which the offset check below and InsertChunk's re-check under the lock catch.
+      span = pagemap_->GetSpan(PageId::FromPtr(obj));
+      if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_)) {
+        if (!checks_) Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
+        if (done + i > 0) PrevFreedTwice(*prev);
+        NotOfThisClass(obj, kIntoSpans);
       }
       base = span->start_addr();
       cached_page = page;

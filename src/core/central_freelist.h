@@ -44,6 +44,10 @@ class CentralFreeList {
   // one batch is served in O(1) from the transfer cache when it has a chain.
   int RemoveRange(void** start, void** end, int n);
 
+  // Same, as an array: stores up to n objects in out, each with its first word zeroed (no
+  // link to another object stays behind). For front ends that keep arrays (cpu_cache).
+  int RemoveBatch(void** out, int n);
+
   // Gives back a chain start..end of n objects; a whole batch goes to the transfer cache
   // in O(1) when a slot is free, anything else to the spans.
   void InsertRange(void* start, void* end, int n);
@@ -109,6 +113,9 @@ class CentralFreeList {
   // last object handled, for messages) into chunk; returns the object after them.
   void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const;
   void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
+  // Takes up to n objects off the spans under lock_, calling sink(obj, i) for the i-th.
+  template <typename Sink>
+  int TakeFromSpans(int n, Sink sink);
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
