@@ -61,7 +61,7 @@ void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
             kIntoTransfer, obj, unsigned{cl_}, size_);
 }
 
-void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
+void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
   // Each pointer must be a block start of this class. The class map and the span base are
   // read once per page (the objects of a batch mostly share a few pages; blocks of classes
   // up to 1 KiB live in one-page spans, whose base is the page itself).
@@ -102,9 +102,8 @@ void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
     last = obj;
     obj = GetLink(obj);
   }
-  if (TCM_UNLIKELY(last != end))
-    Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
-          unsigned{cl_}, n, start, end);
+  *last_out = last;
+  return obj;
 }
 
 void CentralFreeList::InsertRange(void* start, void* end, int n) {
@@ -112,10 +111,33 @@ void CentralFreeList::InsertRange(void* start, void* end, int n) {
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
   if (n == transfer_.batch() && !transfer_.LooksFull()) {
-    if (checks_) CheckBatch(start, end, n);
+    if (checks_) {
+      void* last;
+      CheckBatch(start, n, &last);
+      if (TCM_UNLIKELY(last != end))
+        Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
+              unsigned{cl_}, n, start, end);
+    }
     if (transfer_.TryInsert(start, end)) return;
   }
   InsertRange(start, n);
+}
+
+void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
+  if (!to_spans && n == transfer_.batch() && !transfer_.LooksFull()) {
+    // One walk finds the batch's end, checks it and reads the rest of the list.
+    void* last;
+    void* rest;
+    if (checks_) {
+      rest = CheckBatch(start, n, &last);
+    } else {
+      last = start;
+      for (int i = 1; i < n; ++i) last = GetLink(last);
+      rest = GetLink(last);
+    }
+    if (transfer_.TryInsert(start, last)) return rest;
+  }
+  return InsertRange(start, n);
 }
 
 uint64_t* CentralFreeList::TakeBitmap() {
@@ -271,7 +293,7 @@ int CentralFreeList::RemoveBatch(void** out, int n) {
   });
 }
 
-void CentralFreeList::InsertRange(void* start, int n) {
+void* CentralFreeList::InsertRange(void* start, int n) {
   // In chunks: the look-ups and block-start checks run before the lock is taken, so two
   // threads returning objects of one class overlap in them and the lock is held only for
   // the span updates.
@@ -284,6 +306,7 @@ void CentralFreeList::InsertRange(void* start, int n) {
     InsertChunk(chunk, k);
     done += k;
   }
+  return obj;  // the n-th object's link, read before InsertChunk relinked it
 }
 
 void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const {

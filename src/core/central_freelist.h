@@ -55,7 +55,14 @@ class CentralFreeList {
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
   // Crashes on a double free it can see (an object whose span has no objects out, or, when
   // checked, one already free in its span) and on pointers that are not blocks of this class.
-  void InsertRange(void* start, int n);
+  // Returns the n-th object's link as it was (the rest of a longer list).
+  void* InsertRange(void* start, int n);
+
+  // Gives back the first n objects (n >= 1) of the linked list at start, like
+  // InsertRange(start, end, n) (or InsertRange(start, n) if to_spans), and returns the
+  // rest of the list: for front ends that keep lists (thread_cache), so the list is walked
+  // once, not once to cut it and again to check the batch.
+  void* InsertList(void* start, int n, bool to_spans);
 
   // Crashes unless obj is the start of a block of this class ("call" names the operation in
   // the message). Returns obj's span and stores obj's index in it in *index.
@@ -119,7 +126,8 @@ class CentralFreeList {
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
-  void CheckBatch(void* start, void* end, int n) const;
+  // Stores the n-th object in *last and returns its link.
+  void* CheckBatch(void* start, int n, void** last) const;
   uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
   void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
