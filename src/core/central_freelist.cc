@@ -28,7 +28,10 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // class relies on the span counts alone.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
-  transfer_.Init(size_, static_cast<int>(SizeMap::NumToMove(cl)));
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl));
+  const size_t slot_bytes = static_cast<size_t>(TransferCache::slots_for(size_, batch)) * TransferCache::kSlotBytes;
+  // Arena memory is fresh mmap: untouched until chains are parked (start-up RSS).
+  transfer_.Init(size_, batch, heap->arena()->Alloc(slot_bytes, 64));
 }
 
 void CentralFreeList::NotOfThisClass(void* obj, const char* call) const {

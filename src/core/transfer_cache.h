@@ -30,7 +30,12 @@ class TransferCache {
 
   constexpr TransferCache() = default;
 
-  void Init(size_t object_size, int batch);
+  // The slots live outside this object, in `storage` (room for slots_for() chains), so
+  // that setting up every class at start-up touches only these few words: the slot arrays
+  // (4 KiB a class) become resident only as they are used. storage == nullptr: no slots.
+  void Init(size_t object_size, int batch, void* storage);
+  static int slots_for(size_t object_size, int batch);
+  static constexpr size_t kSlotBytes = 2 * sizeof(void*);
 
   // Stores a chain of exactly batch() objects; false when full (the caller keeps it).
   bool TryInsert(void* head, void* tail);
@@ -67,7 +72,7 @@ class TransferCache {
   int max_slots_ = 0;
   int used_ = 0;
   bool touched_ = false;
-  Slot slots_[kMaxSlots] = {};
+  Slot* slots_ = nullptr;
 };
 
 template <typename F>
