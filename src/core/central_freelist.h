@@ -13,7 +13,10 @@
 // every decoded link is checked against the span when objects leave it. A failure aborts
 // with the pointer, the class and the operation.
 //
-// Locking: lock_ guards everything here. It is never held while taking the page heap lock
+// Locking: lock_ guards everything here. Per-object work that needs no shared state (span
+// look-ups, block-start checks, batch checks) runs before it is taken, so threads returning
+// objects of one class overlap in it; under lock_ only the span lists, counts and free bits
+// change. It is never held while taking the page heap lock
 // (that order would serialise all classes behind one lock): Populate and span release drop
 // lock_ first. Lock order when both are needed: central lock, then page heap lock, never
 // the reverse.
