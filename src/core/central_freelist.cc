@@ -372,6 +372,7 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
     for (int i = 0; i < k; ++i) {
       void* const obj = chunk[i].obj;
       Span* const span = chunk[i].span;
+      if (span == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
       // The look-up ran without the lock: a span can go away meanwhile only if none of its
       // objects is out, i.e. obj was not out either (a double free); then it is no longer
       // this class's span at obj's place, or its count says so below. A span that holds
