@@ -28,7 +28,10 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // class relies on the span counts alone.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
-  transfer_.Init(size_, static_cast<int>(SizeMap::NumToMove(cl)));
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl));
+  const size_t slot_bytes = static_cast<size_t>(TransferCache::slots_for(size_, batch)) * TransferCache::kSlotBytes;
+  // Arena memory is fresh mmap: untouched until chains are parked (start-up RSS).
+  transfer_.Init(size_, batch, heap->arena()->Alloc(slot_bytes, 64));
 }
 
 void CentralFreeList::NotOfThisClass(void* obj, const char* call) const {
@@ -61,42 +64,83 @@ void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
             kIntoTransfer, obj, unsigned{cl_}, size_);
 }
 
-void CentralFreeList::CheckBatch(void* start, void* end, int n) const {
-  // Each pointer must be a block start of this class. Blocks of classes up to 1 KiB live in
-  // one-page spans, so their offset is the offset in the page, without a span look-up.
+void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
+  // Each pointer must be a block start of this class. The class map and the span base are
+  // read once per page (the objects of a batch mostly share a few pages; blocks of classes
+  // up to 1 KiB live in one-page spans, whose base is the page itself).
   // A double free separated by other frees shows up as a pointer twice in one batch: a
-  // 256-bit filter over the batch's pointers sends the rare pointer whose bit is already
-  // set to an exact scan of the batch so far (about one in twenty for a batch of 32).
+  // 256-bit filter indexed by the object's index in its span, offset by a hash of its
+  // page, sends the rare pointer whose bit is already set to an exact scan of the batch so
+  // far. Blocks of one page never collide unless their indices are 256 apart, so a batch of
+  // neighbours (the common case) costs no scan at all.
   uint64_t filter[4] = {0, 0, 0, 0};
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
+  // In locals: the compiler would re-read the members after every store to filter.
+  const uint64_t reciprocal = reciprocal_;
+  const size_t size = size_;
+  const size_t objects = objects_per_span_;
+  uintptr_t cached_page = ~uintptr_t{0};
+  uintptr_t base = 0;
+  size_t mix = 0;
   void* obj = start;
   void* last = nullptr;
   for (int k = 0; k < n; ++k) {
     if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoTransfer, n, k, last);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
-    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
-    const size_t offset =
-        one_page ? (addr & (kPageSize - 1)) : addr - pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
-    const size_t i = IndexOf(offset);
-    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, kIntoTransfer);
-    const uint64_t h = ((addr >> 3) * 0x9E3779B97F4A7C15ull) >> 56;
+    const uintptr_t page = addr >> kPageShift;
+    if (page != cached_page) {
+      if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_))
+        NotOfThisClass(obj, kIntoTransfer);
+      base = one_page ? page << kPageShift : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+      mix = static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> 56);
+      cached_page = page;
+    }
+    const size_t offset = addr - base;
+    const size_t i = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
+    if (TCM_UNLIKELY(i * size != offset || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
+    const size_t h = (i + mix) & 255;
     const uint64_t bit = uint64_t{1} << (h & 63);
     if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(start, k, obj);
     filter[h >> 6] |= bit;
     last = obj;
     obj = GetLink(obj);
   }
-  if (TCM_UNLIKELY(last != end))
-    Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
-          unsigned{cl_}, n, start, end);
+  *last_out = last;
+  return obj;
 }
 
 void CentralFreeList::InsertRange(void* start, void* end, int n) {
-  if (n == transfer_.batch()) {
-    if (checks_) CheckBatch(start, end, n);
+  // A batch is checked only if it may be parked: when the transfer cache is full (a racy
+  // look, re-checked under its lock) the objects go to their spans, which check each one
+  // anyway, so checking here too would do the work twice.
+  if (n == transfer_.batch() && !transfer_.LooksFull()) {
+    if (checks_) {
+      void* last;
+      CheckBatch(start, n, &last);
+      if (TCM_UNLIKELY(last != end))
+        Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
+              unsigned{cl_}, n, start, end);
+    }
     if (transfer_.TryInsert(start, end)) return;
   }
   InsertRange(start, n);
+}
+
+void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
+  if (!to_spans && n == transfer_.batch() && !transfer_.LooksFull()) {
+    // One walk finds the batch's end, checks it and reads the rest of the list.
+    void* last;
+    void* rest;
+    if (checks_) {
+      rest = CheckBatch(start, n, &last);
+    } else {
+      last = start;
+      for (int i = 1; i < n; ++i) last = GetLink(last);
+      rest = GetLink(last);
+    }
+    if (transfer_.TryInsert(start, last)) return rest;
+  }
+  return InsertRange(start, n);
 }
 
 uint64_t* CentralFreeList::TakeBitmap() {
@@ -168,11 +212,9 @@ bool CentralFreeList::Populate() {
   return true;
 }
 
-int CentralFreeList::RemoveRange(void** start, void** end, int n) {
-  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
+template <typename Sink>
+int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   SpinLockHolder h(&lock_);
-  void* head = nullptr;
-  void* tail = nullptr;
   int got = 0;
   int counted = 0;  // objects already taken off free_objects_
   while (got < n) {
@@ -207,9 +249,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
       }
       span->objects = next;
       ++span->refcount;
-      // The chain so far ends at tail; obj goes after it.
-      if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
-      tail = obj;
+      sink(obj, got);
       ++got;
     }
     if (span->objects == nullptr) {
@@ -218,41 +258,143 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
     }
   }
   free_objects_ -= static_cast<size_t>(got - counted);
+  return got;
+}
+
+int CentralFreeList::RemoveRange(void** start, void** end, int n) {
+  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
+  void* head = nullptr;
+  void* tail = nullptr;
+  const int got = TakeFromSpans(n, [&](void* obj, int) {
+    // The chain so far ends at tail; obj goes after it.
+    if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
+    tail = obj;
+  });
   if (got > 0) SetLink(tail, nullptr);
   *start = head;
   *end = tail;
   return got;
 }
 
-void CentralFreeList::InsertRange(void* start, int n) {
+int CentralFreeList::RemoveBatch(void** out, int n) {
+  void* head;
+  void* tail;
+  if (n == transfer_.batch() && transfer_.TryRemove(&head, &tail)) {
+    void* obj = head;
+    for (int i = 0; i < n; ++i) {
+      out[i] = obj;
+      void* next = i + 1 < n ? GetLink(obj) : nullptr;
+      StoreWord(obj, 0);
+      obj = next;
+    }
+    return n;
+  }
+  // Straight from the spans into out: no chain is built only to be taken apart again.
+  return TakeFromSpans(n, [out](void* obj, int i) {
+    StoreWord(obj, 0);
+    out[i] = obj;
+  });
+}
+
+void* CentralFreeList::InsertRange(void* start, int n) {
+  // In chunks: the look-ups and block-start checks run before the lock is taken, so two
+  // threads returning objects of one class overlap in them and the lock is held only for
+  // the span updates.
+  Pending chunk[kInsertChunk];
+  void* obj = start;
+  void* prev = nullptr;
+  for (int done = 0; done < n;) {
+    const int k = n - done < kInsertChunk ? n - done : kInsertChunk;
+    obj = LookUpChunk(chunk, obj, &prev, n, done, k);
+    InsertChunk(chunk, k);
+    done += k;
+  }
+  return obj;  // the n-th object's link, read before InsertChunk relinked it
+}
+
+void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const {
+  // Objects of one batch mostly share a page: the span and its base are looked up once
+  // per page, not per object.
+  uintptr_t cached_page = ~uintptr_t{0};
+  Span* span = nullptr;
+  uintptr_t base = 0;
+  for (int i = 0; i < k; ++i) {
+    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, done + i, *prev);
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    const uintptr_t page = addr >> kPageShift;
+    if (page != cached_page) {
+      // The span pointer of a page that is not in use may be stale (a Span record reused
+      // for other pages); such a span is either not of this class or does not cover obj,
+      // which the offset check below and InsertChunk's re-check under the lock catch.
+      span = pagemap_->GetSpan(PageId::FromPtr(obj));
+      if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_)) {
+        if (!checks_) Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
+        if (done + i > 0) PrevFreedTwice(*prev);
+        NotOfThisClass(obj, kIntoSpans);
+      }
+      base = span->start_addr();
+      cached_page = page;
+    }
+    const size_t offset = addr - base;
+    size_t index = 0;
+    if (checks_) {
+      index = IndexOf(offset);
+      if (TCM_UNLIKELY(index * size_ != offset || index >= objects_per_span_)) {
+        if (done + i > 0) PrevFreedTwice(*prev);
+        NotABlockStart(obj, offset, kIntoSpans);
+      }
+    }
+    chunk[i] = Pending{obj, span, static_cast<uint32_t>(offset), static_cast<uint32_t>(index)};
+    // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
+    *prev = obj;
+    obj = GetLink(obj);
+  }
+  return obj;
+}
+
+void CentralFreeList::PrevFreedTwice(void* prev) const {
+  // The objects of a chain are looked up before any of them enters its span, so a block
+  // that is already free in its span (a double free) is only seen when its link, a span
+  // link, decodes to garbage. Name the block rather than the garbage.
+  Span* span = pagemap_->GetSpan(PageId::FromPtr(prev));
+  SpinLockHolder h(&lock_);
+  if (span != nullptr && span->sizeclass == cl_ && span->free_bits != nullptr &&
+      TestBit(span->free_bits, IndexOf(reinterpret_cast<uintptr_t>(prev) - span->start_addr())))
+    Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, %u bytes)",
+          kIntoSpans, prev, unsigned{cl_}, size_);
+}
+
+void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
   Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
   {
     SpinLockHolder h(&lock_);
-    void* obj = start;
-    void* prev = nullptr;
-    for (int i = 0; i < n; ++i) {
-      Span* span;
-      if (checks_) {
-        if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, i, prev);
-        size_t index;
-        span = CheckObject(obj, &index, kIntoSpans);
-        if (span->free_bits != nullptr) {
-          if (TCM_UNLIKELY(TestBit(span->free_bits, index)))
-            Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
-                  "%u bytes)",
-                  kIntoSpans, obj, unsigned{cl_}, size_);
-          SetBit(span->free_bits, index);
-        }
-      } else {
-        span = pagemap_->GetSpan(PageId::FromPtr(obj));
-        if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_))
-          Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
+    const Span* valid = nullptr;  // the last span seen to be still this class's, at its place
+    for (int i = 0; i < k; ++i) {
+      void* const obj = chunk[i].obj;
+      Span* const span = chunk[i].span;
+      if (span == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
+      // The look-up ran without the lock: a span can go away meanwhile only if none of its
+      // objects is out, i.e. obj was not out either (a double free); then it is no longer
+      // this class's span at obj's place, or its count says so below. A span that holds
+      // one object of the chunk cannot go away while this lock is held.
+      if (span != valid) {
+        if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse ||
+                         reinterpret_cast<uintptr_t>(obj) - span->start_addr() != chunk[i].offset))
+          Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)",
+                kIntoSpans, obj, unsigned{cl_}, size_);
+        valid = span;
       }
-      // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
-      void* next = GetLink(obj);
       if (TCM_UNLIKELY(span->refcount == 0))
         Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
               kIntoSpans, obj, unsigned{cl_}, size_);
+      if (span->free_bits != nullptr) {
+        const size_t index = chunk[i].index;
+        if (TCM_UNLIKELY(TestBit(span->free_bits, index)))
+          Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
+                "%u bytes)",
+                kIntoSpans, obj, unsigned{cl_}, size_);
+        SetBit(span->free_bits, index);
+      }
       if (span->objects == nullptr) {
         SpanList::Remove(span);
         nonempty_.PushFront(span);
@@ -271,8 +413,6 @@ void CentralFreeList::InsertRange(void* start, int n) {
         span->next = to_release;
         to_release = span;
       }
-      prev = obj;
-      obj = next;
     }
   }
   if (to_release != nullptr) {

@@ -13,7 +13,10 @@
 // every decoded link is checked against the span when objects leave it. A failure aborts
 // with the pointer, the class and the operation.
 //
-// Locking: lock_ guards everything here. It is never held while taking the page heap lock
+// Locking: lock_ guards everything here. Per-object work that needs no shared state (span
+// look-ups, block-start checks, batch checks) runs before it is taken, so threads returning
+// objects of one class overlap in it; under lock_ only the span lists, counts and free bits
+// change. It is never held while taking the page heap lock
 // (that order would serialise all classes behind one lock): Populate and span release drop
 // lock_ first. Lock order when both are needed: central lock, then page heap lock, never
 // the reverse.
@@ -44,6 +47,10 @@ class CentralFreeList {
   // one batch is served in O(1) from the transfer cache when it has a chain.
   int RemoveRange(void** start, void** end, int n);
 
+  // Same, as an array: stores up to n objects in out, each with its first word zeroed (no
+  // link to another object stays behind). For front ends that keep arrays (cpu_cache).
+  int RemoveBatch(void** out, int n);
+
   // Gives back a chain start..end of n objects; a whole batch goes to the transfer cache
   // in O(1) when a slot is free, anything else to the spans.
   void InsertRange(void* start, void* end, int n);
@@ -51,7 +58,14 @@ class CentralFreeList {
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
   // Crashes on a double free it can see (an object whose span has no objects out, or, when
   // checked, one already free in its span) and on pointers that are not blocks of this class.
-  void InsertRange(void* start, int n);
+  // Returns the n-th object's link as it was (the rest of a longer list).
+  void* InsertRange(void* start, int n);
+
+  // Gives back the first n objects (n >= 1) of the linked list at start, like
+  // InsertRange(start, end, n) (or InsertRange(start, n) if to_spans), and returns the
+  // rest of the list: for front ends that keep lists (thread_cache), so the list is walked
+  // once, not once to cut it and again to check the batch.
+  void* InsertList(void* start, int n, bool to_spans);
 
   // Crashes unless obj is the start of a block of this class ("call" names the operation in
   // the message). Returns obj's span and stores obj's index in it in *index.
@@ -92,17 +106,36 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
   [[noreturn]] TCM_NOINLINE void ChainEndsEarly(const char* call, int n, int k, const void* last) const;
+  // Crashes with a double-free message if prev is already free in its span.
+  TCM_NOINLINE void PrevFreedTwice(void* prev) const;
   // Crashes if obj is among the first k objects of the chain at start.
   TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
+  // InsertRange(start, n) in chunks: the look-ups and checks without the lock, then the
+  // span updates under it.
+  struct Pending {
+    void* obj;
+    Span* span;
+    uint32_t offset;  // obj - span start, as looked up (spans of small classes are < 4 GiB)
+    uint32_t index;   // obj's index in the span (checked mode)
+  };
+  static constexpr int kInsertChunk = 64;
+  // Validates the k objects of the chain from obj (done of n already handled; *prev is the
+  // last object handled, for messages) into chunk; returns the object after them.
+  void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const;
+  void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
+  // Takes up to n objects off the spans under lock_, calling sink(obj, i) for the i-th.
+  template <typename Sink>
+  int TakeFromSpans(int n, Sink sink);
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
-  void CheckBatch(void* start, void* end, int n) const;
+  // Stores the n-th object in *last and returns its link.
+  void* CheckBatch(void* start, int n, void** last) const;
   uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
   void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
-  SpinLock lock_;
+  mutable SpinLock lock_;  // mutable: PrevFreedTwice reads bits under it
   uint8_t cl_ = 0;
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;

@@ -167,25 +167,16 @@ void* CpuCache::AllocateMiss(size_t cl) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
   if (cpu >= 0) MaybeGrow(cpu, cl, batch);
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  void* start;
-  void* end;
-  const int got = central_[cl].RemoveRange(&start, &end, cpu >= 0 ? static_cast<int>(batch) : 1);
-  if (got == 0) return nullptr;
   // Keep the first object for the caller and cache the rest on whatever CPU we run on now,
-  // in one critical section; what does not fit goes back. Links are cleared on the way:
+  // in one critical section; what does not fit goes back. RemoveBatch clears the links:
   // an object handed out later must not carry a pointer to another one (the heap checker
   // scans conservatively).
-  void* items[kMaxBatch];
-  void* obj = GetLink(start);
-  NextOf(start) = nullptr;
+  void* got_items[kMaxBatch];
+  const int got = central_[cl].RemoveBatch(got_items, cpu >= 0 ? static_cast<int>(batch) : 1);
+  if (got == 0) return nullptr;
+  void* const start = got_items[0];
+  void** const items = got_items + 1;
   const int rest = got - 1;
-  for (int i = 0; i < rest; ++i) {
-    items[i] = obj;
-    void* next = i + 1 < rest ? GetLink(obj) : nullptr;
-    NextOf(obj) = nullptr;
-    obj = next;
-  }
   const int pushed = rest > 0 ? PushBatch(cl, items, rest) : 0;
   if (pushed < rest) {
     for (int i = pushed; i + 1 < rest; ++i) SetLink(items[i], items[i + 1]);
@@ -202,7 +193,6 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
   int n = 0;
   if (cpu >= 0) {
     MaybeGrow(cpu, cl, batch);
-    misses_.fetch_add(1, std::memory_order_relaxed);
     if (Push(cl, p)) return;
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.

@@ -159,7 +159,6 @@ class CpuCache {
     for (uint16_t i = begin_[cl]; i < current && i < begin_[cl] + max_capacity(cl); ++i)
       f(__atomic_load_n(&slots[i], __ATOMIC_RELAXED));
   }
-  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
   uint64_t drains() const { return drains_.load(std::memory_order_relaxed); }
   size_t max_bytes_per_cpu() const { return max_bytes_.load(std::memory_order_relaxed); }
   void set_max_bytes_per_cpu(size_t bytes) { max_bytes_.store(bytes, std::memory_order_relaxed); }
@@ -211,7 +210,6 @@ class CpuCache {
   CpuMeta* meta_ = nullptr;
   uint16_t begin_[kMaxClasses] = {};
   std::atomic<size_t> max_bytes_{kDefaultMaxPerCpuCacheBytes};
-  std::atomic<uint64_t> misses_{0};
   std::atomic<uint64_t> drains_{0};
   bool fence_ok_ = false;
 };

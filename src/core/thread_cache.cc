@@ -48,18 +48,11 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
 void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans) {
   if (n > l->length) n = l->length;
   if (n == 0) return;
-  void* start = l->head;
-  void* last = start;
-  for (uint32_t i = 1; i < n; ++i) last = GetLink(last);
-  l->head = GetLink(last);
+  // The central list cuts the list (it walks the batch anyway, to check it).
+  l->head = central_[cl].InsertList(l->head, static_cast<int>(n), to_spans);
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
-  if (to_spans) {
-    central_[cl].InsertRange(start, static_cast<int>(n));
-  } else {
-    central_[cl].InsertRange(start, last, static_cast<int>(n));
-  }
 }
 
 void ThreadCache::PushSlow(void* p, size_t cl) {

@@ -20,13 +20,22 @@ namespace tcm {
 
 class TransferCache {
  public:
-  static constexpr int kMaxSlots = 64;
-  // Bytes a class may park here; bounds the memory held by big classes.
+  // Bytes a class may park here; bounds the memory held by big classes. Small classes get
+  // up to kMaxSlots chains: a program that frees and re-allocates a few hundred KiB of
+  // small objects at a time (a tree, a request's objects) then moves them through here in
+  // O(1) per batch instead of one object at a time through the spans (64 slots held only
+  // 2048 objects of 16 B: bench/README.md, binary trees).
+  static constexpr int kMaxSlots = 256;
   static constexpr size_t kMaxBytesPerClass = 512 * 1024;
 
   constexpr TransferCache() = default;
 
-  void Init(size_t object_size, int batch);
+  // The slots live outside this object, in `storage` (room for slots_for() chains), so
+  // that setting up every class at start-up touches only these few words: the slot arrays
+  // (4 KiB a class) become resident only as they are used. storage == nullptr: no slots.
+  void Init(size_t object_size, int batch, void* storage);
+  static int slots_for(size_t object_size, int batch);
+  static constexpr size_t kSlotBytes = 2 * sizeof(void*);
 
   // Stores a chain of exactly batch() objects; false when full (the caller keeps it).
   bool TryInsert(void* head, void* tail);
@@ -40,6 +49,12 @@ class TransferCache {
   void DrainIfIdle(F f);
 
   int batch() const { return batch_; }
+  // Racy (no lock): a hint that TryInsert would fail. Counts as use (the cache is wanted).
+  bool LooksFull() {
+    if (__atomic_load_n(&used_, __ATOMIC_RELAXED) < max_slots_) return false;
+    if (!__atomic_load_n(&touched_, __ATOMIC_RELAXED)) __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
+    return true;
+  }
   int max_slots() const { return max_slots_; }
   size_t free_objects() const {
     return static_cast<size_t>(__atomic_load_n(&used_, __ATOMIC_RELAXED)) * static_cast<size_t>(batch_);
@@ -57,28 +72,40 @@ class TransferCache {
   int max_slots_ = 0;
   int used_ = 0;
   bool touched_ = false;
-  Slot slots_[kMaxSlots] = {};
+  Slot* slots_ = nullptr;
 };
 
 template <typename F>
 void TransferCache::Drain(F f) {
-  Slot taken[kMaxSlots];
-  int n;
-  {
-    SpinLockHolder h(&lock_);
-    n = used_;
-    for (int i = 0; i < n; ++i) taken[i] = slots_[i];
-    __atomic_store_n(&used_, 0, __ATOMIC_RELAXED);
+  // A few chains at a time: the slots would be 16 KiB of stack, and the lock is not held
+  // while f runs.
+  constexpr int kStep = 32;
+  // At most as many chains as were there at the start: threads that keep inserting must
+  // not keep the drainer here.
+  Slot taken[kStep];
+  int left = kMaxSlots;
+  while (left > 0) {
+    int n = 0;
+    {
+      SpinLockHolder h(&lock_);
+      if (left == kMaxSlots) left = used_;
+      while (n < kStep && n < left && used_ > 0) {
+        taken[n++] = slots_[used_ - 1];
+        __atomic_store_n(&used_, used_ - 1, __ATOMIC_RELAXED);
+      }
+    }
+    if (n == 0) return;
+    left -= n;
+    for (int i = 0; i < n; ++i) f(taken[i].head, taken[i].tail, batch_);
   }
-  for (int i = 0; i < n; ++i) f(taken[i].head, taken[i].tail, batch_);
 }
 
 template <typename F>
 void TransferCache::DrainIfIdle(F f) {
   {
     SpinLockHolder h(&lock_);
-    bool idle = !touched_;
-    touched_ = false;
+    bool idle = !__atomic_load_n(&touched_, __ATOMIC_RELAXED);
+    __atomic_store_n(&touched_, false, __ATOMIC_RELAXED);
     if (!idle || used_ == 0) return;
   }
   Drain(f);

@@ -225,6 +225,33 @@ TEST_F(CentralFreeListTest, RemoveRangeReturnsWhatItCanWhenMemoryRunsOut) {
   VerifyHeap();
 }
 
+// RemoveBatch (the per-CPU front end's refill) hands out arrays, from the spans and from a
+// parked chain alike, with every object's first word cleared: no link survives into an
+// allocated block.
+TEST_F(CentralFreeListTest, RemoveBatchFillsAnArrayWithClearedObjects) {
+  Init(SizeMap::ClassIndex(48));
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl_));
+  std::vector<void*> objs(static_cast<size_t>(batch));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), batch), batch);  // from a fresh span
+  for (void* o : objs) EXPECT_EQ(RawWord(o), nullptr) << o;
+  CheckObjects(objs);
+  EXPECT_EQ(central_->RemoveBatch(objs.data(), 3), 3);  // fewer than a batch: spans too
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(RawWord(objs[static_cast<size_t>(i)]), nullptr);
+  // Park a whole batch, then take it back as an array.
+  std::vector<void*> parked;
+  ASSERT_EQ(Remove(batch, &parked), batch);
+  for (size_t i = 0; i + 1 < parked.size(); ++i) NextOf(parked[i]) = parked[i + 1];
+  central_->InsertRange(parked.front(), parked.back(), batch);
+  ASSERT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
+  std::vector<void*> again(static_cast<size_t>(batch));
+  ASSERT_EQ(central_->RemoveBatch(again.data(), batch), batch);
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  for (void* o : again) EXPECT_EQ(RawWord(o), nullptr) << o;
+  std::sort(parked.begin(), parked.end());
+  std::sort(again.begin(), again.end());
+  EXPECT_EQ(again, parked);
+}
+
 // Whole batches given back with InsertRange(start, end, n) park in the transfer cache and
 // come out again in O(1); the spans only see them when the transfer cache is full or
 // flushed. Flushing must return every span to the page heap.
@@ -375,6 +402,18 @@ TEST_F(CentralFreeListDeathTest, ObjectAlreadyFreeInItsSpanCrashes) {
   ASSERT_EQ(Remove(8, &objs), 8);
   Insert(objs, 3, 4);  // objs[3] is back on its span's list; the span still has 7 out
   EXPECT_DEATH(Insert(objs, 3, 4), "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+}
+
+// InsertRange(start, n) looks objects up in chunks before taking the lock: a block that is
+// already free, deep in a long chain (after the first chunk went in), is still caught.
+TEST_F(CentralFreeListDeathTest, DoubleFreeInALaterChunkCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(200, &objs), 200);
+  Insert(objs, 150, 151);  // objs[150] is free in its span again
+  std::vector<void*> chain(objs.begin() + 60, objs.begin() + 160);  // holds objs[150] at 90
+  EXPECT_DEATH(Insert(chain, 0, chain.size()),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
 }
 
 TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
