@@ -135,6 +135,11 @@ void CpuCache::Grow(int cpu, size_t cl, uint32_t n) {
   const uint16_t cap = static_cast<uint16_t>(end - begin_[cl]);
   const uint16_t max = max_capacity(cl);
   if (cap >= max) return;
+  // Slow start: below one batch the capacity doubles (0, 1, 2, 4, ...), so a class a
+  // program touches a few times (stdio's buffers, start-up) costs a few objects, not a
+  // batch and the spans behind it; a class in steady use reaches a batch in log2(batch)
+  // misses and then grows by batches.
+  if (cap < n) n = cap > 0 ? cap : 1;
   size_t grow = n < static_cast<uint32_t>(max - cap) ? n : static_cast<size_t>(max - cap);
   const size_t size = SizeMap::ClassSize(cl);
   const size_t budget = max_bytes_.load(std::memory_order_relaxed);
@@ -163,6 +168,17 @@ void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n) {
   Grow(cpu, cl, n);
 }
 
+// Objects to take from the central list on a malloc miss: the caller's one plus what the
+// class has room for on this CPU (racy read: a wrong guess only returns a few objects),
+// at most a batch. Fetching a batch into a capacity of 1 would populate spans for nothing.
+uint32_t CpuCache::FetchCount(int cpu, size_t cl, uint32_t batch) {
+  SlabHeader h;
+  __atomic_load(Header(cpu, cl), &h, __ATOMIC_RELAXED);
+  if (h.begin == kLockedBegin || h.end < h.current) return 1;
+  const uint32_t want = 1u + static_cast<uint32_t>(h.end - h.current);
+  return want < batch ? want : batch;
+}
+
 void* CpuCache::AllocateMiss(size_t cl) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
@@ -172,7 +188,8 @@ void* CpuCache::AllocateMiss(size_t cl) {
   // an object handed out later must not carry a pointer to another one (the heap checker
   // scans conservatively).
   void* got_items[kMaxBatch];
-  const int got = central_[cl].RemoveBatch(got_items, cpu >= 0 ? static_cast<int>(batch) : 1);
+  const int got = central_[cl].RemoveBatch(
+      got_items, cpu >= 0 ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
   if (got == 0) return nullptr;
   void* const start = got_items[0];
   void** const items = got_items + 1;

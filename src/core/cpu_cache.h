@@ -12,8 +12,10 @@
 // number of threads, and a CPU's cache is hot for whichever thread runs there.
 //
 // Capacity: every class starts with capacity 0. A miss (empty on malloc, full on free)
-// grows its capacity by one batch while the CPU's byte budget allows (slots x object
-// size over all classes <= max_bytes_per_cpu). Maintenance (Maintain) takes capacity
+// grows its capacity while the CPU's byte budget allows (slots x object size over all
+// classes <= max_bytes_per_cpu): doubling up to one batch (slow start, so a class used a
+// few times costs a few objects), then by one batch; a malloc miss fetches only what the
+// capacity has room for. Maintenance (Maintain) takes capacity
 // back from classes that did not miss since the previous pass, and drains a CPU whose
 // threads did not reach a slow path for kIdleNs back to the central lists.
 //
@@ -197,6 +199,7 @@ class CpuCache {
   void Grow(int cpu, size_t cl, uint32_t n);
   // A miss: counts it, and grows the capacity unless it is at its largest already.
   void MaybeGrow(int cpu, size_t cl, uint32_t n);
+  uint32_t FetchCount(int cpu, size_t cl, uint32_t batch);
   // REQUIRES meta(cpu).lock. Locks the headers of the classes in mask (all if nullptr) of
   // `cpu` for a remote change and fences; returns false if the fence failed (then nothing
   // is locked). After it, the caller owns [begin_[cl], current) of each locked class.

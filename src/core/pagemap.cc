@@ -5,8 +5,6 @@
 
 namespace tcm {
 
-constinit PageMap::Leaf PageMap::empty_leaf_{};
-constinit PageMap::EmptyMid PageMap::empty_mid_{};
 alignas(4096) uint8_t PageMap::empty_class_leaf_[kClassLeafLength];
 
 bool PageMap::Ensure(PageId start, Length n) {
@@ -16,16 +14,17 @@ bool PageMap::Ensure(PageId start, Length n) {
   for (uintptr_t p = start.index; p <= last;) {
     size_t r = p >> (kLeafBits + kMidBits);
     size_t m = (p >> kLeafBits) & (kMidLength - 1);
-    if (root_[r] == &empty_mid_) {
+    if (root_[r] == nullptr) {
+      // Zeroed by the allocator: every leaf slot reads "missing" with no write of ours, so
+      // a mid costs address space and only the pages its leaves' slots are on.
       auto* mid = static_cast<Mid*>(alloc_(sizeof(Mid)));
       if (mid == nullptr) return false;
-      for (auto& l : mid->leaves) l = &empty_leaf_;
       node_bytes_ += sizeof(Mid);
       // Publish only a fully initialised node: lock-free readers may load it right away.
       __atomic_store_n(&root_[r], mid, __ATOMIC_RELEASE);
     }
     Mid* mid = root_[r];
-    if (mid->leaves[m] == &empty_leaf_) {
+    if (mid->leaves[m] == nullptr) {
       auto* leaf = static_cast<Leaf*>(alloc_(sizeof(Leaf)));
       if (leaf == nullptr) return false;
       node_bytes_ += sizeof(Leaf);
@@ -53,8 +52,10 @@ uint8_t* PageMap::MutableClassLeaf(PageId p) {
 }
 
 PageMap::Leaf* PageMap::MutableLeaf(PageId p) {
-  Leaf* leaf = root_[p.index >> (kLeafBits + kMidBits)]->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
-  TCM_CHECK(leaf != &empty_leaf_);
+  Mid* mid = root_[p.index >> (kLeafBits + kMidBits)];
+  TCM_CHECK(mid != nullptr);
+  Leaf* leaf = mid->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
+  TCM_CHECK(leaf != nullptr);
   return leaf;
 }
 

@@ -1,15 +1,21 @@
 // Pagemap: page number -> (Span*, size class) over the 35-bit page numbers of a 48-bit
 // address space, as two radix trees:
 //   - spans: 3 levels (12 + 12 + 11 bits), nodes from the caller's NodeAllocator;
-//   - classes: 2 levels (13 + 22 bits) of one byte per page, read by every free(). A class
-//     leaf covers 32 GiB with 4 MiB of lazily-backed address space (only the pages for
+//   - classes: 2 levels (11 + 24 bits) of one byte per page, read by every free(). A class
+//     leaf covers 128 GiB with 16 MiB of lazily-backed address space (only the pages for
 //     memory we actually manage are ever touched: one byte per 8 KiB page), which buys a
 //     lookup of two dependent loads instead of three.
 //
 // Interior nodes are allocated on demand (through a caller-supplied NodeAllocator) and never
-// freed, so a reader racing with a writer always sees a valid node. Unpopulated slots point
-// at shared, all-zero static nodes instead of nullptr: a lookup is three dependent loads with
-// no branches, which the free() fast path relies on. The shared nodes are never written.
+// freed, so a reader racing with a writer always sees a valid node. Unpopulated class-root
+// slots point at a shared, all-zero static leaf instead of nullptr: the class lookup is two
+// dependent loads with no branch, which the free() fast path relies on. The shared leaf is
+// never written. The span tree, read only by slow paths, uses nullptr for missing nodes.
+//
+// Start-up cost (the program that never allocates much pays it): every pointer in the
+// static image is a load-time relocation (24 bytes of .rela.dyn, read from the file) and
+// dirties its page. Hence a small class root (2048 slots: 16 KiB, 48 KiB of relocations)
+// and a span tree that starts as all-zero .bss and whose fresh nodes need no writes.
 //
 // Concurrency: Set*/Ensure are called with the page heap lock held; lookups are lock-free
 // (entries are word-sized and written before the memory they describe is handed out).
@@ -41,8 +47,8 @@ class PageMap {
   struct Leaf {
     Span* spans[kLeafLength];
   };
-  static constexpr int kClassLeafBits = 22;
-  static constexpr int kClassRootBits = kPageBits - kClassLeafBits;  // 13
+  static constexpr int kClassLeafBits = 24;
+  static constexpr int kClassRootBits = kPageBits - kClassLeafBits;  // 11
   static constexpr size_t kClassLeafLength = size_t{1} << kClassLeafBits;
   static constexpr size_t kClassRootLength = size_t{1} << kClassRootBits;
   struct Mid {
@@ -50,7 +56,6 @@ class PageMap {
   };
 
   constexpr explicit PageMap(NodeAllocator alloc) : alloc_(alloc) {
-    for (auto& m : root_) m = &empty_mid_;
     for (auto& c : class_root_) c = empty_class_leaf_;
   }
 
@@ -63,13 +68,14 @@ class PageMap {
   // Span covering page p, or nullptr. Any p is accepted (pages beyond 48 bits have none).
   Span* GetSpan(PageId p) const {
     if (p.index >> kPageBits) return nullptr;
-    return LeafFor(p)->spans[p.index & (kLeafLength - 1)];
+    const Leaf* leaf = LeafFor(p);
+    return leaf == nullptr ? nullptr : leaf->spans[p.index & (kLeafLength - 1)];
   }
 
   // True if a real leaf covers page p (false for pages no span was ever recorded around).
   bool LeafExists(PageId p) const {
     if (p.index >> kPageBits) return false;
-    return LeafFor(p) != &empty_leaf_;
+    return LeafFor(p) != nullptr;
   }
 
   // Makes sure nodes exist for [start, start+n). Returns false if the allocator failed.
@@ -94,23 +100,20 @@ class PageMap {
   size_t class_leaves() const { return class_leaves_; }
 
  private:
+  // nullptr when no leaf covers p. Nodes are published with release stores after being
+  // filled; the acquire loads pair with them for readers that hold no lock.
   const Leaf* LeafFor(PageId p) const {
-    return root_[p.index >> (kLeafBits + kMidBits)]->leaves[(p.index >> kLeafBits) & (kMidLength - 1)];
+    const Mid* mid = __atomic_load_n(&root_[p.index >> (kLeafBits + kMidBits)], __ATOMIC_ACQUIRE);
+    if (mid == nullptr) return nullptr;
+    return __atomic_load_n(&mid->leaves[(p.index >> kLeafBits) & (kMidLength - 1)], __ATOMIC_ACQUIRE);
   }
   Leaf* MutableLeaf(PageId p);
   uint8_t* MutableClassLeaf(PageId p);
 
-  static constinit Leaf empty_leaf_;
-  struct EmptyMid : Mid {
-    constexpr EmptyMid() : Mid{} {
-      for (auto& l : leaves) l = &empty_leaf_;
-    }
-  };
-  static constinit EmptyMid empty_mid_;
   static uint8_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
   uint8_t* class_root_[kClassRootLength];
-  Mid* root_[kRootLength];
+  Mid* root_[kRootLength] = {};
   size_t class_leaves_ = 0;
   NodeAllocator alloc_;
   size_t node_bytes_ = 0;

@@ -5,7 +5,8 @@
 //          spaced 16 apart up to 128 B and then 8 classes per power of two, so rounding never
 //          wastes more than 1/8 of a request above 128 B (and at most 15 B below).
 //   pages  length of the span that is carved into objects of this class: the fewest pages
-//          that waste at most 1/8 of the span at its tail and hold >= 8 objects or 64 KiB.
+//          that waste at most 1/8 of the span at its tail and hold >= 8 objects or 64 KiB;
+//          from kFewObjectsSize (32 KiB) up, the fewest that hold one object.
 //   batch  num_objects_to_move: objects moved at once between a thread cache and the central
 //          list, about 64 KiB worth, clamped to [2, 32].
 // Class 0 is "not a small object" (large spans, free pages, unknown memory).
@@ -47,13 +48,19 @@ constexpr size_t NextSize(size_t s) {
   return s + band / 8;
 }
 
+// Objects this big get spans of one object rather than 64-104 KiB spans of two: a span goes
+// back to the page heap only when all its objects are free, and a 96 KiB span pinned by one
+// live 48 KiB object was the central lists' share of t-test1's peak at 64 KiB blocks
+// (issue 12). The tail past the object is never touched: address space, not resident memory.
+inline constexpr size_t kFewObjectsSize = 32 * 1024;
+
 constexpr uint16_t PagesFor(size_t size) {
   size_t pages = 1;
   for (;;) {
     size_t span = pages * kPageSize;
     bool fits = span >= size;
     bool low_waste = (span % size) <= span / 8;
-    bool enough = span / size >= 8 || span >= 64 * 1024;
+    bool enough = span / size >= 8 || span >= 64 * 1024 || size >= kFewObjectsSize;
     if (fits && low_waste && enough) return static_cast<uint16_t>(pages);
     ++pages;
   }

@@ -174,6 +174,7 @@ void ThreadCacheRegistry::Destroy(ThreadCache* tc) {
 
 void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
   SpinLockHolder h(&lock_);
+  if (tc->max_size_ + kStealAmount > kMaxThreadCacheSize) return;
   if (unclaimed_ >= static_cast<intptr_t>(kStealAmount)) {
     unclaimed_ -= static_cast<intptr_t>(kStealAmount);
     tc->SetMaxSize(tc->max_size_ + kStealAmount);

@@ -91,6 +91,16 @@ TEST(SizeClasses, SpansHoldObjectsWithLittleTailWaste) {
   }
 }
 
+TEST(SizeClasses, BigClassesHaveOneObjectSpans) {
+  // A span returns to the page heap only when all its objects are free: from
+  // kFewObjectsSize up, one live object must not pin a free one (issue 12, t-test1 64 KiB).
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    if (SizeMap::ClassSize(cl) < size_class_internal::kFewObjectsSize) continue;
+    EXPECT_EQ(SizeMap::ObjectsPerSpan(cl), 1u) << "class " << cl << " size " << SizeMap::ClassSize(cl);
+    EXPECT_EQ(SizeMap::ClassPages(cl), (SizeMap::ClassSize(cl) + kPageSize - 1) / kPageSize) << "class " << cl;
+  }
+}
+
 TEST(SizeClasses, BatchSizesAreBounded) {
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     EXPECT_GE(SizeMap::NumToMove(cl), 2u) << "class " << cl;

@@ -321,6 +321,21 @@ TEST_F(ThreadCacheTest, BudgetGrowsFromUnclaimedThenStealsRoundRobin) {
   EXPECT_EQ(registry_->TotalMaxSize(), total);
 }
 
+TEST_F(ThreadCacheTest, OneCacheStopsGrowingAtThePerThreadLimit) {
+  // The total would allow 16 MiB, one thread gets at most kMaxThreadCacheSize: a single
+  // thread's cache is bounded like one CPU's (issue 12, t-test1 at 64 KiB blocks).
+  registry_->SetMaxTotal(16 << 20);
+  ThreadCache* a = NewCache();
+  for (size_t i = 0; i < (16 << 20) / kStealAmount + 4; ++i) a->Scavenge();
+  EXPECT_EQ(a->max_size(), kMaxThreadCacheSize);
+  // What it could not take stays unclaimed for other threads.
+  ThreadCache* b = NewCache();
+  EXPECT_EQ(b->max_size(), kStartCacheSize);
+  for (int i = 0; i < 3; ++i) b->Scavenge();
+  EXPECT_EQ(b->max_size(), kStartCacheSize + 3 * kStealAmount);
+  EXPECT_EQ(a->max_size(), kMaxThreadCacheSize);
+}
+
 TEST_F(ThreadCacheTest, DestroyedCacheReturnsItsBudgetNetOfThefts) {
   // Budget is conserved: the sum of the caches' max_size() plus the unclaimed part is
   // always the total. Destroying a cache that was stolen from must give back only what
