@@ -215,7 +215,15 @@ Span* PageHeap::GrowHeap(Length n) {
   size_t bytes = n.bytes() < kMinSystemAlloc ? kMinSystemAlloc : n.bytes();
   // Hugepage-aware: whole huge pages, aligned, so every huge page is the heap's alone.
   size_t align = huge_aware_ ? kHugePageSize : kPageSize;
-  if (huge_aware_) bytes = (bytes + kHugePageSize - 1) & ~(kHugePageSize - 1);
+  if (huge_aware_) {
+    // Geometric growth (an eighth of the heap, at most kMaxGrowthBytes): few, large
+    // mappings, so the units advised late are collapsed in a few calls (each MADV_COLLAPSE
+    // call costs a drain of every CPU's page lists). Untouched, the slack costs no memory.
+    size_t geometric = stats_.system_bytes / 8;
+    if (geometric > kMaxGrowthBytes) geometric = kMaxGrowthBytes;
+    if (bytes < geometric) bytes = geometric;
+    bytes = (bytes + kHugePageSize - 1) & ~(kHugePageSize - 1);
+  }
   if (limit_ != 0) {
     size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
     if (mapped + bytes > limit_) {

@@ -86,6 +86,8 @@ class PageHeap {
   bool hugepage_aware() const { return huge_aware_; }
   // Heap size (bytes obtained) from which growth is advised MADV_HUGEPAGE.
   static constexpr size_t kAdviseAfterBytes = size_t{192} << 20;
+  // Hugepage-aware growth: at least an eighth of the heap, up to this much at once.
+  static constexpr size_t kMaxGrowthBytes = size_t{64} << 20;
   // Subrelease happens only while the free backed bytes exceed this (in-use dependent) floor.
   static constexpr size_t kSubreleaseFloor = size_t{2} << 20;
   // Huge pages advised after they were faulted in, mostly used and with nothing released:

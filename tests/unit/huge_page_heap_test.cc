@@ -213,7 +213,7 @@ TEST_F(HugeHeapTest, SurplusRuleReleasesWholeHugePagesFirst) {
   Span* big = New(40 * kHP);
   Delete(big);
   EXPECT_GT(heap().stats().surplus_releases, 0u);
-  EXPECT_EQ(Huge().released, 40u);
+  EXPECT_GE(Huge().released, 40u);  // and the untouched slack of geometric growth
   EXPECT_EQ(Huge().partly_released, 0u);
   Check();
   // Free all but one page per huge page: now the free memory stays over the trigger after
@@ -248,11 +248,13 @@ TEST_F(HugeHeapTest, ReusedReleasedPagesLeaveTheReleasedCount) {
 TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
   // Below the threshold nothing is advised (a small program stays on small pages).
   std::vector<Span*> spans;
-  while (heap().stats().system_bytes < PageHeap::kAdviseAfterBytes - kHugePageSize) spans.push_back(New(kHP));
+  // (Growth is geometric, an eighth of the heap: stop well before the threshold.)
+  while (heap().stats().system_bytes * 9 / 8 + 2 * kHugePageSize < PageHeap::kAdviseAfterBytes)
+    spans.push_back(New(kHP));
   EXPECT_EQ(Huge().advised, 0u);
   EXPECT_EQ(t_->sys.advised_bytes(), 0u);
-  // Crossing it advises everything, and marks the early units (all full) for collapse.
-  spans.push_back(New(4 * kHP));
+  // Crossing it advises everything, and marks the early units (mostly full) for collapse.
+  spans.push_back(New(PageHeap::kAdviseAfterBytes / kPageSize));
   HugePageStats s = Huge();
   EXPECT_EQ(s.advised, s.owned);
   EXPECT_GE(t_->sys.advised_bytes(), heap().stats().system_bytes);
