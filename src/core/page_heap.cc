@@ -215,19 +215,20 @@ Span* PageHeap::GrowHeap(Length n) {
   size_t bytes = n.bytes() < kMinSystemAlloc ? kMinSystemAlloc : n.bytes();
   // Hugepage-aware: whole huge pages, aligned, so every huge page is the heap's alone.
   size_t align = huge_aware_ ? kHugePageSize : kPageSize;
+  size_t needed = bytes;  // what to fall back to if the geometric size is refused
   if (huge_aware_) {
     // Geometric growth (an eighth of the heap, at most kMaxGrowthBytes): few, large
     // mappings, so the units advised late are collapsed in a few calls (each MADV_COLLAPSE
     // call costs a drain of every CPU's page lists). Untouched, the slack costs no memory.
+    needed = bytes = (bytes + kHugePageSize - 1) & ~(kHugePageSize - 1);
     size_t geometric = stats_.system_bytes / 8;
     if (geometric > kMaxGrowthBytes) geometric = kMaxGrowthBytes;
-    if (bytes < geometric) bytes = geometric;
-    bytes = (bytes + kHugePageSize - 1) & ~(kHugePageSize - 1);
+    if (bytes < geometric) bytes = (geometric + kHugePageSize - 1) & ~(kHugePageSize - 1);
   }
   if (limit_ != 0) {
     size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
     if (mapped + bytes > limit_) {
-      bytes = n.bytes();  // near the limit: no slack chunk, and no rounding to huge pages
+      bytes = needed = n.bytes();  // near the limit: no slack chunk, no rounding to huge pages
       align = kPageSize;
     }
     if (mapped + bytes > limit_) {
@@ -241,6 +242,7 @@ Span* PageHeap::GrowHeap(Length n) {
   bool zeroed = false;
   SystemAllocator::Source from = SystemAllocator::kMmap;
   void* p = system_->Alloc(bytes, align, &actual, &zeroed, &from);
+  if (p == nullptr && needed < bytes) p = system_->Alloc(needed, align, &actual, &zeroed, &from);
   if (p == nullptr) return nullptr;
   PageId start = PageId::FromPtr(p);
   Length len{actual >> kPageShift};
