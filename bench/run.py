@@ -34,7 +34,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PROGRAMS = ["t-test1", "t-test2", "fastpath", "larson", "xmalloc", "cache_thrash", "stl_mix",
-            "realloc_growth", "large_churn", "small_overhead", "phase", "binary_trees", "idle_threads"]
+            "realloc_growth", "large_churn", "small_overhead", "phase", "binary_trees", "idle_threads",
+            "hugepage"]
 # Our library once more with its per-thread front end (the design document's thread caches,
 # what runs where rseq is unavailable), so both modes are measured side by side.
 PER_THREAD = "ours-per-thread"
@@ -140,6 +141,17 @@ def workloads(mode, threads):
                       extra={"rss_loaded_mib": "kv-server: RSS loaded, MiB",
                              "rss_served_mib": "kv-server: RSS after 2 s of light traffic, MiB",
                              "served_frac": "kv-server: RSS served / RSS loaded"}))
+    # Huge pages (issue 13): a 1 GiB heap of mixed small objects and a few large blocks (share
+    # of its RSS not on huge pages); a TLB-bound random walk over 1 GiB of 64..256-byte nodes,
+    # then 75% of them freed in random order (48 of 64 allocation-order groups) and a second
+    # of light traffic: RSS over the bytes still in use, and the share of it on small pages.
+    hp_mib = "1024"
+    w.append(Workload("hugepage coverage 1G", ["hugepage", "coverage", hp_mib], throughput=False,
+                      extra={"small_page_frac": "hugepage coverage 1G: heap RSS not on huge pages (1 - coverage)"}))
+    w.append(Workload("hugepage TLB walk 1G", ["hugepage", "tlb", hp_mib, "1000"], throughput=False,
+                      extra={"walk_ns_per_node": "TLB walk 1G: ns per node visited (random order)",
+                             "rss_over_inuse": "TLB walk 1G, 75% freed + 1 s idle: heap RSS / bytes in use",
+                             "after_small_page_frac": "TLB walk 1G, 75% freed + 1 s idle: RSS not on huge pages"}))
     # An allocation-heavy Python program (pymalloc on): peak RSS is the figure.
     w.append(Workload("python alloc mix", [system_python(), os.path.join(BENCH, "python_alloc.py"),
                                            "1.0" if full else "0.25"], throughput=False,

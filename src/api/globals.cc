@@ -97,6 +97,12 @@ static void ApplyOptions(const Options& o) {
                              static_cast<size_t>(o.devmem_limit_mb) << 20);
   g_pageheap.set_limit(static_cast<size_t>(o.heap_limit_mb) << 20);
   g_pageheap.set_aggressive_decommit(o.aggressive_decommit);
+  // Hugepage-aware unless switched off, or THP is unavailable (never, or no THP in the
+  // kernel: the plain heap is then the better packer of small pages), or memory comes from
+  // memfs/devmem (huge pages there are the file system's business).
+  g_system.set_thp_mode(os::ReadThpMode());
+  g_pageheap.set_hugepage_aware(o.hugepages && g_system.thp_available() && o.memfs_malloc_path[0] == '\0' &&
+                                o.devmem_start_mb == 0);
   SetLargeAllocReportThreshold(static_cast<size_t>(o.large_alloc_report_threshold));
   // The thread itself starts at a later slow path: creating threads inside the very first
   // malloc (possibly during libc's own start-up) is asking for trouble.

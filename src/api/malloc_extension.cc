@@ -343,6 +343,33 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
+  if (strncmp(name, "tcmalloc.hugepage_", 18) == 0) {
+    HugePageStats h;
+    PageHeapStats ps;
+    bool aware;
+    {
+      SpinLockHolder l(g_pageheap.lock());
+      aware = g_pageheap.hugepage_aware();
+      if (aware) h = g_pageheap.CollectHugePageStats();
+      ps = g_pageheap.stats();
+    }
+    if (is("tcmalloc.hugepage_aware")) return *value = aware ? 1 : 0, true;
+    if (is("tcmalloc.hugepage_bytes")) return *value = h.owned * kHugePageSize, true;
+    if (is("tcmalloc.hugepage_advised_bytes")) return *value = h.advised * kHugePageSize, true;
+    if (is("tcmalloc.hugepage_intact_bytes")) return *value = h.intact_bytes, true;
+    if (is("tcmalloc.hugepage_full")) return *value = h.full, true;
+    if (is("tcmalloc.hugepage_partial")) return *value = h.partial, true;
+    if (is("tcmalloc.hugepage_empty")) return *value = h.empty, true;
+    if (is("tcmalloc.hugepage_released")) return *value = h.released, true;
+    if (is("tcmalloc.hugepage_partly_released")) return *value = h.partly_released, true;
+    if (is("tcmalloc.hugepage_partial_free_bytes")) return *value = h.partial_free_bytes, true;
+    if (is("tcmalloc.hugepage_empty_free_bytes")) return *value = h.empty * kHugePageSize, true;
+    if (is("tcmalloc.hugepage_broken_free_bytes")) return *value = h.broken_free_bytes, true;
+    if (is("tcmalloc.hugepage_broken_released_bytes")) return *value = h.broken_released_bytes, true;
+    if (is("tcmalloc.hugepage_released_total")) return *value = ps.hugepages_released, true;
+    if (is("tcmalloc.hugepage_subreleased_bytes_total")) return *value = ps.subreleased_bytes_total, true;
+    return false;
+  }
   const HeapTotals t = ComputeTotals();
   if (is("generic.current_allocated_bytes")) return *value = t.in_use_bytes, true;
   if (is("generic.heap_size")) return *value = t.system_bytes, true;

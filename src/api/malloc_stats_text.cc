@@ -154,9 +154,36 @@ static void PrintMaintenance(Printer* out) {
               g_scavenger.background_running() ? "running" : "off");
 }
 
+// The hugepage-aware page heap's view of its huge pages (2 MiB): how they are used, how much
+// is free in each kind, and how many were broken by releasing part of them.
+static void PrintHugePages(Printer* out) {
+  HugePageStats h;
+  PageHeapStats ps;
+  bool aware;
+  {
+    SpinLockHolder l(g_pageheap.lock());
+    aware = g_pageheap.hugepage_aware();
+    if (aware) h = g_pageheap.CollectHugePageStats();
+    ps = g_pageheap.stats();
+  }
+  if (!aware) {
+    out->Printf("Huge pages: hugepage-aware page heap off (TCMALLOC_HUGEPAGES=0, THP unavailable, or memfs/devmem)\n");
+    return;
+  }
+  out->Printf("Huge pages (2 MiB): %zu in the heap, %zu advised MADV_HUGEPAGE (%.1f MiB intact and advised);"
+              " %zu full, %zu partial, %zu empty, %zu released whole, %zu partly released\n",
+              h.owned, h.advised, ToMiB(h.intact_bytes), h.full, h.partial, h.empty, h.released, h.partly_released);
+  out->Printf("Huge pages free: %.1f MiB in partial ones, %.1f MiB in empty ones, %.1f MiB free + %.1f MiB released"
+              " in partly released ones; released ever: %llu whole, %.1f MiB from inside partly used ones\n",
+              ToMiB(h.partial_free_bytes), ToMiB(h.empty * kHugePageSize), ToMiB(h.broken_free_bytes),
+              ToMiB(h.broken_released_bytes), static_cast<unsigned long long>(ps.hugepages_released),
+              ToMiB(ps.subreleased_bytes_total));
+}
+
 void PrintStats(Printer* out, int level) {
   PrintHeapSummary(out, ComputeTotals());
   PrintMaintenance(out);
+  PrintHugePages(out);
   if (level >= 2) {
     PrintClassTable(out);
     PrintPageHeapTable(out);

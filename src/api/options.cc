@@ -50,6 +50,8 @@ static const OptionSpec kTable[] = {
     TCM_ALLOC("TCMALLOC_HEAP_LIMIT_MB", kInt, heap_limit_mb, 0, 1e12, "heap size limit in MB (0 = none)"),
     TCM_ALLOC("TCMALLOC_AGGRESSIVE_DECOMMIT", kBool, aggressive_decommit, 0, 1,
               "release every freed page run at once"),
+    TCM_ALLOC("TCMALLOC_HUGEPAGES", kBool, hugepages, 0, 1,
+              "hugepage-aware page heap: 2 MiB units advised MADV_HUGEPAGE, whole huge pages released first"),
     TCM_ALLOC("TCMALLOC_TRANSFER_NUM_OBJ", kInt, transfer_num_obj, 2, 1024,
               "largest batch moved between thread caches and central lists"),
     TCM_ALLOC("TCMALLOC_DISABLE_MEMORY_RELEASE", kBool, disable_memory_release, 0, 1,

@@ -70,6 +70,7 @@ struct Options {
   // Flags gperftools users rely on.
   int64_t heap_limit_mb = 0;
   bool aggressive_decommit = false;
+  bool hugepages = true;  // TCMALLOC_HUGEPAGES: hugepage-aware page heap
   int64_t transfer_num_obj = 32;
   bool disable_memory_release = false;
   int64_t mallocstats = 0;

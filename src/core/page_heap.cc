@@ -32,9 +32,28 @@ void PageHeap::RemoveFree(Span* s) {
   (returned ? stats_.unmapped_bytes : stats_.free_bytes) -= s->length.bytes();
 }
 
+// Runs of one length looked at for the fullest huge page: enough to find a well used one
+// among the usual handful, bounded so a long list costs no more than a few cache misses.
+static constexpr int kPlacementCandidates = 8;
+
 Span* PageHeap::SearchFreeAndLarge(Length n) {
   for (size_t len = n.n; len < kMaxPages; ++len) {
-    if (Span* s = normal_[len].first()) return s;
+    if (Span* s = normal_[len].first()) {
+      if (!huge_aware_) return s;
+      // Carving takes the start of the run: prefer the run whose huge page is fullest.
+      Span* best = s;
+      int best_used = -1;
+      int looked = 0;
+      for (Span* c = s; c != nullptr && looked < kPlacementCandidates; c = normal_[len].NextOf(c), ++looked) {
+        const HugePageInfo* h = huge_.Find(c->start);
+        const int used = h == nullptr ? 0 : h->used;
+        if (used > best_used) {
+          best = c;
+          best_used = used;
+        }
+      }
+      return best;
+    }
     if (Span* s = returned_[len].first()) return s;
   }
   Span* a = large_normal_.BestFit(n);
@@ -57,6 +76,7 @@ bool PageHeap::MakeRoom(Length n) {
 
 Span* PageHeap::New(Length n) {
   if (n.n == 0) n.n = 1;
+  if (huge_aware_ && n.n >= kPagesPerHugePage) return NewHugeAligned(n);
   Span* s = SearchFreeAndLarge(n);
   if (s != nullptr && s->location == Span::kReturned && limit_ != 0) {
     // Reusing released pages commits memory again: it counts against the limit. Making
@@ -69,6 +89,64 @@ Span* PageHeap::New(Length n) {
     s = SearchFreeAndLarge(n);
     if (s == nullptr) return nullptr;
   }
+  return Carve(s, n);
+}
+
+static constexpr uintptr_t kHugeMask = kPagesPerHugePage - 1;
+static uintptr_t HugeRoundUp(uintptr_t page) { return (page + kHugeMask) & ~kHugeMask; }
+static uintptr_t HugeRoundDown(uintptr_t page) { return page & ~kHugeMask; }
+
+bool PageHeap::HasWholeHugePage(const Span* s) {
+  return HugeRoundUp(s->start.index) + kPagesPerHugePage <= s->end().index;
+}
+
+Span* PageHeap::FindHugeAlignedFit(Length n) {
+  auto fits = [n](const Span* s) { return HugeRoundUp(s->start.index) + n.n <= s->end().index; };
+  // The best fit of n pages often starts on a boundary already (whole huge pages freed
+  // earlier); otherwise the best fit of n + 255 pages surely holds an aligned stretch.
+  Span* a = large_normal_.BestFit(n);
+  if (a != nullptr && fits(a)) return a;
+  Span* b = large_returned_.BestFit(n);
+  if (b != nullptr && fits(b)) return b;
+  const Length padded = n + Length{kHugeMask};
+  a = large_normal_.BestFit(padded);
+  b = large_returned_.BestFit(padded);
+  if (a == nullptr) return b;
+  if (b == nullptr) return a;
+  return b->length < a->length ? b : a;
+}
+
+bool PageHeap::SplitHead(Span* span, Length head) {
+  Span* h = NewSpan(span->start, head);
+  if (h == nullptr) return false;
+  RemoveFree(span);
+  h->location = span->location;
+  h->fresh = span->fresh;
+  h->free_since = span->free_since;
+  span->start = span->start + head;
+  span->length = span->length - head;
+  RecordSpan(h);
+  RecordSpan(span);
+  InsertFree(h);
+  InsertFree(span);
+  return true;
+}
+
+Span* PageHeap::NewHugeAligned(Length n) {
+  Span* s = FindHugeAlignedFit(n);
+  if (s != nullptr && s->location == Span::kReturned && limit_ != 0) {
+    if (!MakeRoom(n)) return nullptr;
+    s = FindHugeAlignedFit(n);
+  }
+  // The grown memory is aligned whole huge pages: its run surely has an aligned fit.
+  if (s == nullptr && (s = GrowHeap(n)) == nullptr) return nullptr;
+  const Length head{HugeRoundUp(s->start.index) - s->start.index};
+  if (head.n + n.n > s->length.n) {
+    // Growth near the heap limit (or a source) gave memory off the huge page grid: the run
+    // still fits the request, unaligned.
+    return s->length < n ? nullptr : Carve(s, n);
+  }
+  if (head.n > 0 && !SplitHead(s, head)) return nullptr;
   return Carve(s, n);
 }
 
@@ -124,6 +202,8 @@ Span* PageHeap::Carve(Span* span, Length n) {
     RecordSpan(rest);
     InsertFree(rest);
   }
+  if (span->location == Span::kReturned) TrackReleased(span->start, n, -1);
+  TrackUsed(span->start, n, +1);
   span->location = Span::kInUse;
   span->sizeclass = 0;
   RecordSpan(span);
@@ -131,30 +211,52 @@ Span* PageHeap::Carve(Span* span, Length n) {
   return span;
 }
 
-bool PageHeap::GrowHeap(Length n) {
+Span* PageHeap::GrowHeap(Length n) {
   size_t bytes = n.bytes() < kMinSystemAlloc ? kMinSystemAlloc : n.bytes();
+  // Hugepage-aware: whole huge pages, aligned, so every huge page is the heap's alone.
+  size_t align = huge_aware_ ? kHugePageSize : kPageSize;
+  size_t needed = bytes;  // what to fall back to if the geometric size is refused
+  if (huge_aware_) {
+    // Geometric growth (an eighth of the heap, at most kMaxGrowthBytes): few, large
+    // mappings, so the units advised late are collapsed in a few calls (each MADV_COLLAPSE
+    // call costs a drain of every CPU's page lists). Untouched, the slack costs no memory.
+    needed = bytes = (bytes + kHugePageSize - 1) & ~(kHugePageSize - 1);
+    size_t geometric = stats_.system_bytes / 8;
+    if (geometric > kMaxGrowthBytes) geometric = kMaxGrowthBytes;
+    if (bytes < geometric) bytes = (geometric + kHugePageSize - 1) & ~(kHugePageSize - 1);
+  }
   if (limit_ != 0) {
     size_t mapped = stats_.system_bytes - stats_.unmapped_bytes;
-    if (mapped + bytes > limit_) bytes = n.bytes();  // near the limit: no slack chunk
+    if (mapped + bytes > limit_) {
+      bytes = needed = n.bytes();  // near the limit: no slack chunk, no rounding to huge pages
+      align = kPageSize;
+    }
     if (mapped + bytes > limit_) {
       // Give back free runs first; growing into released address space is still growth.
       ReleaseAtLeastNPages(Length::FromBytesRoundUp(mapped + bytes - limit_));
       mapped = stats_.system_bytes - stats_.unmapped_bytes;
-      if (mapped + bytes > limit_) return false;
+      if (mapped + bytes > limit_) return nullptr;
     }
   }
   size_t actual = 0;
   bool zeroed = false;
-  void* p = system_->Alloc(bytes, kPageSize, &actual, &zeroed);
-  if (p == nullptr) return false;
+  SystemAllocator::Source from = SystemAllocator::kMmap;
+  void* p = system_->Alloc(bytes, align, &actual, &zeroed, &from);
+  if (p == nullptr && needed < bytes) p = system_->Alloc(needed, align, &actual, &zeroed, &from);
+  if (p == nullptr) return nullptr;
   PageId start = PageId::FromPtr(p);
   Length len{actual >> kPageShift};
   if (!pagemap_->Ensure(start - Length{1}, len + Length{2})) {
     // Without pagemap nodes the memory is unusable; leave it unused rather than corrupt.
-    return false;
+    return nullptr;
+  }
+  if (huge_aware_) {
+    // Untracked memory would skew the counts: leave it unused.
+    if (!huge_.AddMemory(start, len, from == SystemAllocator::kMmap)) return nullptr;
+    if (from == SystemAllocator::kMmap) AdviseGrowth(start, len);
   }
   Span* s = NewSpan(start, len);
-  if (s == nullptr) return false;
+  if (s == nullptr) return nullptr;
   stats_.system_bytes += actual;
   if (auto* rec = static_cast<GrowthRecord*>(arena_->Alloc(sizeof(GrowthRecord)))) {
     rec->bytes = actual;
@@ -167,7 +269,75 @@ bool PageHeap::GrowHeap(Length n) {
   s->location = Span::kNormal;
   s->free_since = Now();
   MergeIntoFreeList(s);
-  return true;
+  return s;  // merging keeps s: it is the whole run now
+}
+
+void PageHeap::AdviseGrowth(PageId start, Length len) {
+  if (!system_->thp_available()) return;
+  // stats_.system_bytes does not count this unit yet.
+  const bool crossing = stats_.system_bytes <= kAdviseAfterBytes;
+  if (stats_.system_bytes + len.bytes() <= kAdviseAfterBytes) return;  // small heap: small pages
+  auto advise = [this](PageId s, Length l, bool collapse) {
+    if (!system_->AdviseHugePages(s.ptr(), l.bytes(), SystemAllocator::kMmap)) return;
+    for (uintptr_t hp = HugePageOf(s); hp <= HugePageOf(s + l - Length{1}); ++hp) {
+      HugePageInfo* h = huge_.FindMutable(HugePageStart(hp));
+      h->advised = true;
+      if (collapse && !h->collapse) {
+        h->collapse = true;
+        ++collapse_pending_;
+      }
+    }
+  };
+  if (crossing) {
+    // The heap is big now: its earlier units get the advice too, and what of them is
+    // already resident is collapsed by the scavenger (khugepaged would, but slowly).
+    uintptr_t run = 0, run_len = 0;
+    huge_.ForEach([&](uintptr_t hp, HugePageInfo& h) {
+      if (h.advised || !h.anonymous || (hp >= HugePageOf(start) && hp <= HugePageOf(start + len - Length{1})))
+        return;
+      if (run_len != 0 && run + run_len == hp) {
+        ++run_len;
+        return;
+      }
+      if (run_len != 0) advise(HugePageStart(run), Length{run_len * kPagesPerHugePage}, true);
+      run = hp;
+      run_len = 1;
+    });
+    if (run_len != 0) advise(HugePageStart(run), Length{run_len * kPagesPerHugePage}, true);
+  }
+  advise(start, len, false);
+}
+
+size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max) {
+  if (collapse_pending_ == 0) return 0;
+  size_t n = 0;
+  huge_.ForEach([&](uintptr_t hp, HugePageInfo& h) {
+    if (!h.collapse || n == max) return;
+    // Free pages get backed by a collapse: only huge pages mostly in use, and none with
+    // released pages (that would take back what was given to the OS).
+    if (h.released != 0 || h.used < kPagesPerHugePage / 2) return;
+    h.collapse = false;
+    --collapse_pending_;
+    char* p = static_cast<char*>(HugePageStart(hp).ptr());
+    if (n > 0 && static_cast<char*>(out[n - 1].start) + out[n - 1].bytes == p) {
+      out[n - 1].bytes += kHugePageSize;
+    } else {
+      out[n++] = {p, kHugePageSize};
+    }
+  });
+  // The rest (sparse or partly released huge pages) keeps the advice only.
+  if (n < max) {
+    huge_.ForEach([&](uintptr_t, HugePageInfo& h) { h.collapse = false; });
+    collapse_pending_ = 0;
+  }
+  return n;
+}
+
+size_t PageHeap::Collapse(const HugeRange* ranges, size_t n) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (system_->CollapseHugePages(ranges[i].start, ranges[i].bytes)) bytes += ranges[i].bytes;
+  return bytes;
 }
 
 bool PageHeap::ExtendInPlace(Span* span, Length new_len) {
@@ -195,6 +365,8 @@ bool PageHeap::ExtendInPlace(Span* span, Length new_len) {
     RecordSpan(rest);
     InsertFree(rest);
   }
+  if (next->location == Span::kReturned) TrackReleased(next->start, extra, -1);
+  TrackUsed(next->start, extra, +1);
   DeleteSpan(next);
   span->length = new_len;
   span->fresh = false;
@@ -273,6 +445,11 @@ void PageHeap::Delete(Span* span) {
   if (surplus_release_) MaybeReleaseSurplus();
 }
 
+size_t PageHeap::SubreleaseFloor() const {
+  const size_t used = stats_.system_bytes - stats_.free_bytes - stats_.unmapped_bytes;
+  return kSubreleaseFloor + used / 16;
+}
+
 size_t PageHeap::SurplusReserve() const {
   const size_t used = stats_.system_bytes - stats_.free_bytes - stats_.unmapped_bytes;
   return kSurplusReserve + used / 2;
@@ -283,12 +460,26 @@ void PageHeap::MaybeReleaseSurplus() {
   // to the reserve: each release gives back at least kSurplusReserve bytes, so a long run
   // of frees (a thread exiting, a container emptied) makes few, large madvise calls.
   const size_t reserve = SurplusReserve();
-  if (stats_.free_bytes <= 2 * reserve) return;
+  if (stats_.free_bytes <= 2 * reserve) {
+    surplus_retry_at_ = 0;
+    return;
+  }
+  if (stats_.free_bytes <= surplus_retry_at_) return;
   ++stats_.surplus_releases;
-  ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve));
+  ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve), !huge_aware_);
+  if (!huge_aware_) return;
+  // Hugepage-aware: whole huge pages first, and that is enough if it brings the free memory
+  // under the trigger. Still far more free than in use (a thread's cache came back while
+  // the transfer caches pin a few spans in every huge page): break huge pages too.
+  if (stats_.free_bytes > 2 * reserve)
+    ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve), true);
+  // The OS refused: try again only after another kSurplusReserve was freed, so frees do
+  // not each walk the free runs in vain.
+  if (stats_.free_bytes > 2 * reserve) surplus_retry_at_ = stats_.free_bytes + kSurplusReserve;
 }
 
 void PageHeap::FreePiece(Span* span) {
+  TrackUsed(span->start, span->length, -1);
   span->fresh = false;
   span->location = Span::kNormal;
   span->free_since = Now();
@@ -307,17 +498,95 @@ Length PageHeap::ReleaseSpan(Span* s) {
   }
   Length len = s->length;
   stats_.released_bytes_total += len.bytes();
+  if (huge_aware_) {
+    TrackReleased(s->start, len, +1);
+    // Pages outside whole huge pages were broken out of partly used ones.
+    const uintptr_t a = HugeRoundUp(s->start.index), b = HugeRoundDown(s->end().index);
+    const uintptr_t whole = b > a ? b - a : 0;
+    stats_.hugepages_released += whole / kPagesPerHugePage;
+    stats_.subreleased_bytes_total += (len.n - whole) << kPageShift;
+  }
   s->location = Span::kReturned;
   s->fresh = zeroed;
   MergeIntoFreeList(s);
   return len;
 }
 
+Length PageHeap::ReleaseWholeHugePages(Span* s, bool* refused) {
+  const uintptr_t a = HugeRoundUp(s->start.index), b = HugeRoundDown(s->end().index);
+  if (b <= a) return Length{0};
+  // Cut the run to its whole huge pages; the partial ends stay backed, as kNormal runs.
+  if (a > s->start.index && !SplitHead(s, Length{a - s->start.index})) return Length{0};
+  if (b < s->end().index) {
+    Span* tail = NewSpan(PageId{b}, Length{s->end().index - b});
+    if (tail == nullptr) {
+      RemoveFree(s);
+      MergeIntoFreeList(s);
+      return Length{0};
+    }
+    RemoveFree(s);
+    tail->location = Span::kNormal;
+    tail->fresh = s->fresh;
+    tail->free_since = s->free_since;
+    s->length = Length{b - s->start.index};
+    RecordSpan(s);
+    RecordSpan(tail);
+    InsertFree(tail);
+    InsertFree(s);
+  }
+  const Length got = ReleaseSpan(s);
+  if (got.n == 0) {
+    *refused = true;
+    RemoveFree(s);  // the OS refused: join the pieces again
+    MergeIntoFreeList(s);
+  }
+  return got;
+}
+
 Length PageHeap::ReleaseIdle(uint64_t idle_since) {
   // Collect victims first, then release: releasing merges returned spans, which would
   // disturb the walk. Victims are kNormal spans, and merging only ever deletes kReturned
-  // neighbours, so the collected pointers stay valid while we release them in turn.
+  // neighbours (or pieces just split off the victim itself), so the collected pointers stay
+  // valid while we release them in turn.
   Length released{0};
+  if (huge_aware_) {
+    // Whole idle huge pages first; each victim is cut to its whole huge pages, and the
+    // pieces left hold none, so the walk ends.
+    for (;;) {
+      Span* victims[64];
+      size_t n = 0;
+      ForEachFreeSpan([&](Span* s) {
+        if (n < 64 && s->location == Span::kNormal && s->free_since < idle_since && HasWholeHugePage(s))
+          victims[n++] = s;
+      });
+      bool refused = false;
+      for (size_t i = 0; i < n && !refused; ++i) released = released + ReleaseWholeHugePages(victims[i], &refused);
+      if (refused) return released;
+      if (n < 64) break;
+    }
+    // Breaking huge pages: only while the free memory is large, and the sparsest huge
+    // pages first (most memory back per huge page broken).
+    if (stats_.free_bytes <= SubreleaseFloor()) return released;
+    for (uintptr_t max_used : {kPagesPerHugePage / 8, kPagesPerHugePage / 2, kPagesPerHugePage}) {
+      for (;;) {
+        Span* victims[64];
+        size_t n = 0;
+        ForEachFreeSpan([&](Span* s) {
+          if (n == 64 || s->location != Span::kNormal || !(s->free_since < idle_since)) return;
+          const HugePageInfo* h = huge_.Find(s->start);
+          if (h == nullptr || h->used <= max_used) victims[n++] = s;
+        });
+        for (size_t i = 0; i < n; ++i) {
+          if (stats_.free_bytes <= SubreleaseFloor()) return released;
+          Length got = ReleaseSpan(victims[i]);
+          if (got.n == 0) return released;
+          released = released + got;
+        }
+        if (n < 64) break;
+      }
+    }
+    return released;
+  }
   for (;;) {
     Span* victims[64];
     size_t n = 0;
@@ -333,8 +602,23 @@ Length PageHeap::ReleaseIdle(uint64_t idle_since) {
   }
 }
 
-Length PageHeap::ReleaseAtLeastNPages(Length n) {
+Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease) {
   Length released{0};
+  if (huge_aware_) {
+    // Whole free huge pages first: runs holding one are >= 256 pages, so in the tree.
+    for (;;) {
+      Span* victims[64];
+      size_t k = 0;
+      large_normal_.ForEach([&](Span* s) {
+        if (k < 64 && HasWholeHugePage(s)) victims[k++] = s;
+      });
+      bool refused = false;
+      for (size_t i = 0; i < k && released < n && !refused; ++i)
+        released = released + ReleaseWholeHugePages(victims[i], &refused);
+      if (refused || released >= n || k < 64) break;
+    }
+    if (released >= n || !allow_subrelease) return released;
+  }
   auto release = [&](Span* s) {
     Length got = ReleaseSpan(s);
     released = released + got;
@@ -368,6 +652,17 @@ void PageHeap::Verify() {
   });
   TCM_CHECK(free_bytes == stats_.free_bytes);
   TCM_CHECK(unmapped == stats_.unmapped_bytes);
+  if (huge_aware_) {
+    // Every page of a tracked huge page is in use, free or released; their sums match.
+    size_t used_pages = 0, released_pages = 0;
+    huge_.ForEach([&](uintptr_t, HugePageInfo& h) {
+      TCM_CHECK(h.used + h.released <= kPagesPerHugePage);
+      used_pages += h.used;
+      released_pages += h.released;
+    });
+    TCM_CHECK(released_pages << kPageShift == stats_.unmapped_bytes);
+    TCM_CHECK(used_pages << kPageShift == stats_.system_bytes - stats_.free_bytes - stats_.unmapped_bytes);
+  }
 }
 
 }  // namespace tcm

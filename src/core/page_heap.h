@@ -7,6 +7,31 @@
 // gives the remainder back. Memory comes from the SystemAllocator in >= kMinSystemAlloc
 // chunks and is never unmapped, so pagemap entries never dangle.
 //
+// Hugepage-aware mode (set_hugepage_aware, on by default in the library unless
+// TCMALLOC_HUGEPAGES=0 or THP is unavailable): the heap grows in 2 MiB-aligned units of whole
+// huge pages, advised MADV_HUGEPAGE once the heap passes kAdviseAfterBytes. Below it the
+// heap stays on 4 KiB pages: the huge page being filled at the frontier is resident whole
+// from its first touch, up to 2 MiB more than a small page heap would hold, which is at most
+// ~1% of a heap past the threshold (a trivial program keeps its small RSS, and 10^7 8-byte
+// objects their 2% overhead). When the heap crosses it, the earlier units are advised too
+// and the mostly used ones collapsed into huge pages (MADV_COLLAPSE, by the scavenger,
+// outside the heap lock: TakeCollapseCandidates).
+// A HugePageTracker counts per huge page the pages in use and released, and
+//   - placement: a request of >= 1 huge page starts on a huge page boundary (it covers whole
+//     huge pages; its tail's slack is filled by small spans); smaller requests take the best
+//     fitting length, and among runs of that length the one in the fullest huge page, so
+//     partly used huge pages fill up and empty ones stay whole (requests between 1 MiB and
+//     2 MiB share the best-fit tree with them and may straddle two huge pages);
+//   - release: whole free huge pages first (2 MiB MADV_DONTNEED, the huge page comes back
+//     whole on reuse); breaking a huge page by releasing the free runs inside a partly used
+//     one ("subrelease") only when the free memory is idle and large (above
+//     SubreleaseFloor), sparsest huge pages first, or when explicitly asked for
+//     (ReleaseAtLeastNPages: ReleaseFreeMemory, the heap limit). The surplus rule releases
+//     whole huge pages, and breaks partly used ones only if the free memory is still over
+//     its trigger afterwards.
+// Off, the heap is the plain one described above (memory in kMinSystemAlloc chunks, runs
+// released wherever they are free).
+//
 // Pagemap invariants (what free() and coalescing rely on):
 //   - the first and last page of every span map to it;
 //   - every page of a small-object span maps to it and carries its size class;
@@ -19,6 +44,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
+#include "core/huge_page_tracker.h"
 #include "base/spinlock.h"
 #include "core/pagemap.h"
 #include "platform/stack_trace.h"
@@ -36,6 +62,9 @@ struct PageHeapStats {
   size_t released_bytes_total = 0;
   uint64_t release_calls = 0;
   uint64_t surplus_releases = 0;  // times the surplus rule fired (set_surplus_release)
+  // Hugepage-aware mode:
+  uint64_t hugepages_released = 0;   // whole huge pages released (count, ever)
+  size_t subreleased_bytes_total = 0; // bytes released from inside partly used huge pages
 };
 
 // One heap growth: how much the page heap asked the system for, and from where.
@@ -49,7 +78,31 @@ struct GrowthRecord {
 class PageHeap {
  public:
   constexpr PageHeap(PageMap* pagemap, SystemAllocator* system, Arena* arena)
-      : pagemap_(pagemap), system_(system), arena_(arena) {}
+      : pagemap_(pagemap), system_(system), arena_(arena), huge_(arena) {}
+
+  // Hugepage-aware placement, growth and release (see above). REQUIRES: set before the heap
+  // first grows.
+  void set_hugepage_aware(bool on) { huge_aware_ = on; }
+  bool hugepage_aware() const { return huge_aware_; }
+  // Heap size (bytes obtained) from which growth is advised MADV_HUGEPAGE.
+  static constexpr size_t kAdviseAfterBytes = size_t{192} << 20;
+  // Hugepage-aware growth: at least an eighth of the heap, up to this much at once.
+  static constexpr size_t kMaxGrowthBytes = size_t{64} << 20;
+  // Subrelease happens only while the free backed bytes exceed this (in-use dependent) floor.
+  static constexpr size_t kSubreleaseFloor = size_t{2} << 20;
+  // Huge pages advised after they were faulted in, mostly used and with nothing released:
+  // up to max ranges (merged when adjacent) to collapse. Clears their mark.
+  struct HugeRange {
+    void* start;
+    size_t bytes;
+  };
+  size_t TakeCollapseCandidates(HugeRange* out, size_t max);
+  // REQUIRES: lock() NOT held (a collapse copies 2 MiB per huge page). Returns bytes collapsed.
+  size_t Collapse(const HugeRange* ranges, size_t n);
+  size_t SubreleaseFloor() const;
+  // Per-huge-page counts (hugepage-aware mode; empty otherwise).
+  HugePageStats CollectHugePageStats() { return huge_.Collect(); }
+  const HugePageTracker& hugepages() const { return huge_; }
 
   SpinLock* lock() { return &lock_; }
 
@@ -71,10 +124,14 @@ class PageHeap {
 
   // Releases free kNormal runs to the OS until at least n pages were released or none are
   // left; returns the pages released. Largest runs go first (fewest syscalls per page).
-  Length ReleaseAtLeastNPages(Length n);
+  // Hugepage-aware: whole free huge pages first; runs inside partly used huge pages only
+  // if allow_subrelease.
+  Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true);
 
   // Releases kNormal free runs that have been free since before `idle_since` (a time on
-  // the caller's clock, see set_clock). Returns the pages released.
+  // the caller's clock, see set_clock). Returns the pages released. Hugepage-aware: the
+  // whole huge pages inside such runs first; then the runs in partly used huge pages,
+  // sparsest first, while the free backed memory exceeds SubreleaseFloor().
   Length ReleaseIdle(uint64_t idle_since);
   // The time stamped on spans as they become free: the clock function's reading when one
   // is set (the composition root sets the coarse monotonic clock, so a run freed after a
@@ -133,9 +190,31 @@ class PageHeap {
  private:
   Span* NewSpan(PageId start, Length len);
   void DeleteSpan(Span* s) { span_alloc_.Delete(s); }
-  Span* AllocLarge(Length n);
   Span* SearchFreeAndLarge(Length n);
-  bool GrowHeap(Length n);
+  // Hugepage-aware placement of n >= kPagesPerHugePage pages on a huge page boundary.
+  Span* NewHugeAligned(Length n);
+  // A free run of at least n pages with a huge-page-aligned stretch of n pages; nullptr if none.
+  Span* FindHugeAlignedFit(Length n);
+  // Splits the first `head` pages off free run `span` as a free run of the same kind;
+  // `span` keeps the rest. False if metadata ran out (nothing changed).
+  bool SplitHead(Span* span, Length head);
+  // Hugepage-aware release of the whole huge pages inside free kNormal run s; the partial
+  // huge pages at its ends stay as kNormal runs. Returns pages released; *refused is set
+  // when the OS said no.
+  Length ReleaseWholeHugePages(Span* s, bool* refused);
+  static bool HasWholeHugePage(const Span* s);
+  // Advises [start, start+len) (anonymous memory), and the early unadvised units when the
+  // heap crosses kAdviseAfterBytes.
+  void AdviseGrowth(PageId start, Length len);
+  void TrackUsed(PageId start, Length len, int sign) {
+    if (huge_aware_) huge_.AddUsed(start, len, sign);
+  }
+  void TrackReleased(PageId start, Length len, int sign) {
+    if (huge_aware_) huge_.AddReleased(start, len, sign);
+  }
+  // Returns the free run that holds the new memory (merged with its free neighbours), or
+  // nullptr when the system gave nothing.
+  Span* GrowHeap(Length n);
   // With a limit set: releases free runs until n more mapped pages fit; false if they can't.
   bool MakeRoom(Length n);
   // Removes `span` from its free structure and returns an in-use span of n pages starting
@@ -177,6 +256,14 @@ class PageHeap {
   size_t limit_ = 0;
   bool aggressive_decommit_ = false;
   bool surplus_release_ = false;
+  // Hugepage-aware mode.
+  bool huge_aware_ = false;
+  HugePageTracker huge_;
+  // Huge pages marked for collapse (HugePageInfo::collapse).
+  size_t collapse_pending_ = 0;
+  // The surplus rule, hugepage-aware: free bytes at which it tries again after a pass that
+  // could not get below its trigger (the rest sits inside partly used huge pages).
+  size_t surplus_retry_at_ = 0;
 };
 
 template <typename F>

@@ -70,11 +70,16 @@ size_t Scavenger::Maintain(uint64_t now) {
   for (size_t cl = 1; cl < num_classes_; ++cl) central_[cl].FlushTransferCacheIfIdle();
   const uint64_t idle = idle_time();
   size_t released = 0;
+  PageHeap::HugeRange collapse[kMaxCollapsePerPass];
+  size_t ncollapse = 0;
   {
     SpinLockHolder h(heap_->lock());
     heap_->set_clock(now);
     if (idle != 0 && now > idle) released = heap_->ReleaseIdle(now - idle).bytes();
+    ncollapse = heap_->TakeCollapseCandidates(collapse, kMaxCollapsePerPass);
   }
+  // Outside the heap lock: a collapse copies what is resident into a new huge page.
+  if (ncollapse > 0) heap_->Collapse(collapse, ncollapse);
   released_.fetch_add(released, std::memory_order_relaxed);
   lock_.Unlock();
   return released;

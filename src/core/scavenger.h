@@ -7,7 +7,11 @@
 //   2. chains parked in a transfer cache that went unused for a whole pass go back to
 //      their spans (and empty spans to the page heap);
 //   3. free page-heap runs that stayed unused for idle_time() = kBaseIdleTime / release_rate
-//      are released to the OS with madvise(MADV_DONTNEED).
+//      are released to the OS with madvise(MADV_DONTNEED). A hugepage-aware heap releases
+//      the whole huge pages in them, and the runs inside partly used huge pages only while
+//      its free memory is above a floor (PageHeap::SubreleaseFloor), sparsest first;
+//   4. hugepage-aware heap: the units it advised late are collapsed (MADV_COLLAPSE), up to
+//      kMaxCollapsePerPass ranges, without the heap lock.
 // Memory in active use is never released, so a program that frees and reallocates the same
 // blocks keeps reusing backed pages: no page-fault storm. (Release at the moment a lot
 // becomes free is the page heap's surplus rule, see PageHeap::set_surplus_release.)
@@ -42,6 +46,8 @@ class Scavenger {
   static constexpr uint64_t kTickInterval = 100'000'000;   // ns
   static constexpr uint64_t kBaseIdleTime = 500'000'000;   // ns, at release rate 1.0
   static constexpr uint32_t kCallsPerClockRead = 64;
+  // Ranges of huge pages collapsed per pass (the hugepage-aware heap's early units).
+  static constexpr size_t kMaxCollapsePerPass = 64;
   // Bytes a thread allocates (fast path included) between two housekeeping ticks. Small
   // enough that light traffic (a thousand 300-byte objects a second) ticks a few times per
   // second; large enough that the tick (a coarse clock read) costs < 0.1 instruction per

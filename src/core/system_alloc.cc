@@ -51,14 +51,31 @@ void SystemAllocator::ConfigureDevmem(const char* device, size_t start, size_t l
 }
 
 void* SystemAllocator::AllocBuiltin(size_t bytes, size_t alignment, size_t* actual) {
-  return AllocFrom(kMemfs, bytes, alignment, actual, nullptr);
+  return AllocFrom(kMemfs, bytes, alignment, actual, nullptr, nullptr);
 }
 
-void* SystemAllocator::Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed) {
-  return AllocFrom(kUser, bytes, alignment, actual, zeroed);
+void* SystemAllocator::Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed, Source* from) {
+  return AllocFrom(kUser, bytes, alignment, actual, zeroed, from);
 }
 
-void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size_t* actual, bool* zeroed) {
+bool SystemAllocator::AdviseHugePages(void* p, size_t bytes, Source from) {
+  // memfs (hugetlbfs or tmpfs files), a device window and a program's allocator are not
+  // anonymous memory: the advice does not apply. sbrk memory is anonymous, but the break is
+  // shared with the program and foreign allocators: leave it as it is.
+  if (!thp_available() || from != kMmap) return false;
+  if (!os::AdviseHugePages(p, bytes)) return false;
+  advised_bytes_ += bytes;
+  return true;
+}
+
+bool SystemAllocator::CollapseHugePages(void* p, size_t bytes) {
+  if (!thp_available() || !os::CollapseHugePages(p, bytes)) return false;
+  collapsed_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return true;
+}
+
+void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size_t* actual, bool* zeroed,
+                                 Source* from) {
   if (alignment < kPageSize) alignment = kPageSize;
   if (bytes > kMaxAllocation) return nullptr;
   bytes = RoundUp(bytes, alignment);
@@ -92,6 +109,7 @@ void* SystemAllocator::AllocFrom(int first, size_t bytes, size_t alignment, size
     bytes_[s] += bytes;
     if (s != kMmap && s != kSbrk) only_anonymous_ = false;
     if (actual != nullptr) *actual = bytes;
+    if (from != nullptr) *from = static_cast<Source>(s);
     // Fresh anonymous memory, fresh file pages and a new program break read as zero; a
     // device window or a program's allocator may not.
     if (zeroed != nullptr) *zeroed = s == kMmap || s == kSbrk || s == kMemfs;

@@ -18,10 +18,12 @@
 #ifndef TCMALLOC_SYSTEM_ALLOC_H_
 #define TCMALLOC_SYSTEM_ALLOC_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "base/spinlock.h"
+#include "platform/os.h"
 
 namespace tcm {
 
@@ -35,7 +37,8 @@ class SystemAllocator {
   // Returns memory of at least `bytes` (rounded up to a multiple of `alignment`), aligned to
   // `alignment` (a power of two >= kPageSize); *actual receives the size obtained and
   // *zeroed whether it is known to read as zeros. nullptr if every enabled source failed.
-  void* Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
+  // *from (if given) receives the source that gave the memory.
+  void* Alloc(size_t bytes, size_t alignment, size_t* actual, bool* zeroed, Source* from = nullptr);
 
   // Like Alloc, but only from the built-in sources (what GetSystemAllocator hands a program
   // to fall back to). Counts the bytes under the source that gave them.
@@ -46,6 +49,22 @@ class SystemAllocator {
   // reads as zeros: true for anonymous memory, and for shared file memory only if its
   // backing store could be punched out (MADV_DONTNEED does not zero shared mappings).
   bool Release(void* p, size_t bytes, bool* zeroed);
+
+  // Transparent huge pages. The mode is read once by the composition root
+  // (os::ReadThpMode) and set here; tests set it by hand. Advice applies only to anonymous
+  // mmap memory and only when the mode is madvise or always (never: the kernel would ignore
+  // it; unknown: no THP support).
+  void set_thp_mode(os::ThpMode m) { thp_mode_ = m; }
+  os::ThpMode thp_mode() const { return thp_mode_; }
+  bool thp_available() const { return thp_mode_ == os::ThpMode::kMadvise || thp_mode_ == os::ThpMode::kAlways; }
+  // Advises [p, p+bytes), memory this allocator gave from `from`, MADV_HUGEPAGE. False (and
+  // nothing done) when THP is unavailable or the source is not anonymous mmap memory.
+  bool AdviseHugePages(void* p, size_t bytes, Source from);
+  size_t advised_bytes() const { return advised_bytes_; }
+  // Collapses [p, p+bytes) (advised anonymous memory) into huge pages now; false if THP is
+  // unavailable or the kernel refused. Callable without any lock (no state but a counter).
+  bool CollapseHugePages(void* p, size_t bytes);
+  size_t collapsed_bytes() const { return collapsed_bytes_.load(std::memory_order_relaxed); }
 
   void set_enabled(Source s, bool on) { enabled_[s] = on; }
   bool enabled(Source s) const { return enabled_[s]; }
@@ -62,7 +81,7 @@ class SystemAllocator {
   void ConfigureDevmem(const char* device, size_t start, size_t limit);
 
  private:
-  void* AllocFrom(int first_source, size_t bytes, size_t alignment, size_t* actual, bool* zeroed);
+  void* AllocFrom(int first_source, size_t bytes, size_t alignment, size_t* actual, bool* zeroed, Source* from);
   void* AllocMmap(size_t bytes, size_t alignment);
   void* AllocSbrk(size_t bytes, size_t alignment);
   void* AllocMemfs(size_t bytes, size_t alignment);
@@ -73,6 +92,9 @@ class SystemAllocator {
   bool release_enabled_ = true;
   bool only_anonymous_ = true;  // no memfs/devmem/user memory handed out yet
   size_t bytes_[kNumSources] = {};
+  os::ThpMode thp_mode_ = os::ThpMode::kUnknown;
+  size_t advised_bytes_ = 0;
+  std::atomic<size_t> collapsed_bytes_{0};
 
   UserAllocFn user_fn_ = nullptr;
   void* user_ctx_ = nullptr;

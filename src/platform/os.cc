@@ -75,6 +75,43 @@ bool ReleasePages(void* p, size_t bytes) {
   return rc == 0;
 }
 
+bool AdviseHugePages(void* p, size_t bytes) {
+  int saved = errno;
+  bool ok = madvise(p, bytes, MADV_HUGEPAGE) == 0;
+  errno = saved;
+  return ok;
+}
+
+bool CollapseHugePages(void* p, size_t bytes) {
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;
+#endif
+  int saved = errno;
+  bool ok = madvise(p, bytes, MADV_COLLAPSE) == 0;
+  errno = saved;
+  return ok;
+}
+
+ThpMode ReadThpMode() {
+  int saved = errno;
+  char buf[128];
+  ssize_t n = -1;
+  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/sys/kernel/mm/transparent_hugepage/enabled",
+                                    O_RDONLY | O_CLOEXEC));
+  if (fd >= 0) {
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+  }
+  errno = saved;
+  if (n <= 0) return ThpMode::kUnknown;
+  buf[n] = '\0';
+  // e.g. "always [madvise] never": the selected mode is the bracketed word.
+  if (strstr(buf, "[never]") != nullptr) return ThpMode::kNever;
+  if (strstr(buf, "[madvise]") != nullptr) return ThpMode::kMadvise;
+  if (strstr(buf, "[always]") != nullptr) return ThpMode::kAlways;
+  return ThpMode::kUnknown;
+}
+
 bool RemovePages(void* p, size_t bytes) {
   int saved = errno;
   bool ok = madvise(p, bytes, MADV_REMOVE) == 0;

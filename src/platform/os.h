@@ -38,6 +38,19 @@ bool SetAccess(void* p, size_t bytes, bool read_write);
 // reads back as zeros. Returns false if the kernel refused.
 bool ReleasePages(void* p, size_t bytes);
 
+// Asks the kernel to back [p, p+bytes) (anonymous, 2 MiB aligned for effect) with
+// transparent huge pages (MADV_HUGEPAGE). False if the kernel refused or lacks THP.
+bool AdviseHugePages(void* p, size_t bytes);
+// Makes the kernel back [p, p+bytes) with huge pages now, copying the small pages already
+// there (MADV_COLLAPSE, Linux 6.1). Slow (a copy per huge page): for memory that is mostly
+// in use and was faulted in before it was advised. False if refused or unsupported.
+bool CollapseHugePages(void* p, size_t bytes);
+
+// The system's transparent huge page mode, read from
+// /sys/kernel/mm/transparent_hugepage/enabled: the word in brackets.
+enum class ThpMode { kUnknown, kNever, kMadvise, kAlways };
+ThpMode ReadThpMode();
+
 // Frees the backing store of a shared file mapping range (MADV_REMOVE: tmpfs, hugetlbfs);
 // afterwards it reads as zeros. False where unsupported (private or anonymous memory).
 bool RemovePages(void* p, size_t bytes);

@@ -13,7 +13,9 @@
 //   - releasing moves exactly the released pages from free to unmapped, and growth never
 //     takes mapped memory past the limit.
 // The heap lives for the whole process (it never unmaps: a heap per input would leak), and
-// each input ends by deleting every span it still holds.
+// each input ends by deleting every span it still holds. An input's first byte picks one of
+// two heaps: the plain one or the hugepage-aware one (THP advice off: its tracker, placement
+// and release policy are what is fuzzed).
 #include <cstring>
 #include <map>
 #include <vector>
@@ -38,9 +40,15 @@ struct Heap {
   PageHeap heap{&pagemap, &sys, &arena};
 };
 
-Heap& TheHeap() {
-  static Heap* h = new Heap;  // components are large: not on the stack, never destroyed
-  return *h;
+Heap& TheHeap(bool huge) {
+  // Components are large: not on the stack, never destroyed.
+  static Heap* plain = new Heap;
+  static Heap* aware = [] {
+    Heap* h = new Heap;
+    h->heap.set_hugepage_aware(true);
+    return h;
+  }();
+  return huge ? *aware : *plain;
 }
 
 struct Live {
@@ -217,9 +225,17 @@ class Driver {
       FUZZ_CHECK(got == 0);
       return;
     }
-    // Nothing that went idle before `since` is still backed.
-    h_.heap.ForEachFreeSpan(
-        [&](Span* s) { FUZZ_CHECK(s->location != Span::kNormal || s->free_since >= since); });
+    // Nothing that went idle before `since` is still backed. Hugepage-aware: no whole huge
+    // page is, and idle runs inside partly used ones only while the free memory is under
+    // the subrelease floor.
+    const bool huge = h_.heap.hugepage_aware();
+    const bool under_floor = h_.heap.stats().free_bytes <= h_.heap.SubreleaseFloor();
+    h_.heap.ForEachFreeSpan([&](Span* s) {
+      if (s->location != Span::kNormal || s->free_since >= since) return;
+      FUZZ_CHECK(huge && under_floor);
+      const uintptr_t first_whole = (s->start.index + kPagesPerHugePage - 1) & ~(kPagesPerHugePage - 1);
+      FUZZ_CHECK(first_whole + kPagesPerHugePage > s->end().index);
+    });
   }
 
   void Configure(FuzzInput& in) {
@@ -315,7 +331,8 @@ class Driver {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tcm::fuzz::FuzzInput in(data, size);
-  tcm::fuzz::Driver d(tcm::fuzz::TheHeap());
+  const bool huge = size > 0 && (data[0] & 1) != 0;
+  tcm::fuzz::Driver d(tcm::fuzz::TheHeap(huge));
   d.Run(in);
   return 0;
 }

@@ -1,0 +1,343 @@
+// The hugepage-aware page heap (page_heap.h, set_hugepage_aware) and its HugePageTracker:
+// growth in whole aligned huge pages, placement that fills partly used huge pages before
+// breaking empty ones, release of whole huge pages before subrelease, advice past the
+// threshold (and none when THP is never). Each scenario runs on a private heap
+// (test_heap.h) and ends with Verify(), which in this mode also checks that the tracker's
+// per-huge-page counts add up to the heap's in-use and released bytes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/huge_page_tracker.h"
+#include "core/page_heap.h"
+#include "test_heap.h"
+
+namespace tcm {
+namespace {
+
+constexpr uintptr_t kHP = kPagesPerHugePage;
+
+TEST(HugePageTrackerTest, CountsPagesPerHugePageAcrossBoundaries) {
+  Arena arena;
+  auto* t = new HugePageTracker(&arena);
+  const PageId base = HugePageStart(1000);
+  ASSERT_TRUE(t->AddMemory(base, Length{3 * kHP}, true));
+  EXPECT_EQ(t->owned(), 3u);
+  // 10 pages before the first boundary and 20 after it.
+  t->AddUsed(base + Length{kHP - 10}, Length{30}, +1);
+  EXPECT_EQ(t->Find(base)->used, 10);
+  EXPECT_EQ(t->Find(base + Length{kHP})->used, 20);
+  t->AddReleased(base + Length{2 * kHP}, Length{kHP}, +1);
+  t->AddUsed(base + Length{kHP}, Length{kHP - 20}, +1);  // the second one is full now
+  HugePageStats s = t->Collect();
+  EXPECT_EQ(s.owned, 3u);
+  EXPECT_EQ(s.partial, 1u);
+  EXPECT_EQ(s.full, 1u);
+  EXPECT_EQ(s.released, 1u);
+  EXPECT_EQ(s.partial_free_bytes, (kHP - 10) * kPageSize);
+  t->AddReleased(base, Length{5}, +1);
+  s = t->Collect();
+  EXPECT_EQ(s.partly_released, 1u);
+  EXPECT_EQ(s.broken_released_bytes, 5 * kPageSize);
+  EXPECT_EQ(s.broken_free_bytes, (kHP - 15) * kPageSize);
+  EXPECT_EQ(t->Find(HugePageStart(999)), nullptr);
+  delete t;
+}
+
+class HugeHeapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    t_->sys.set_thp_mode(os::ThpMode::kMadvise);
+    heap().set_hugepage_aware(true);
+  }
+  Span* New(uintptr_t n) {
+    SpinLockHolder h(heap().lock());
+    return heap().New(Length{n});
+  }
+  void Delete(Span* s) {
+    SpinLockHolder h(heap().lock());
+    heap().Delete(s);
+  }
+  HugePageStats Huge() {
+    SpinLockHolder h(heap().lock());
+    return heap().CollectHugePageStats();
+  }
+  const HugePageInfo* Info(const Span* s) {
+    SpinLockHolder h(heap().lock());
+    return heap().hugepages().Find(s->start);
+  }
+  void Check() {
+    SpinLockHolder h(heap().lock());
+    heap().Verify();
+  }
+  uintptr_t ReleaseIdle(uint64_t since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(since).n;
+  }
+  PageHeap& heap() { return t_->heap; }
+  std::unique_ptr<testing::TestHeap> t_ = testing::TestHeap::Make();
+};
+
+TEST_F(HugeHeapTest, GrowsInWholeAlignedHugePages) {
+  Span* a = New(1);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(heap().stats().system_bytes, kHugePageSize);
+  EXPECT_EQ(a->start.index % kHP, 0u);
+  // A large request starts on a huge page boundary and covers whole huge pages.
+  Span* big = New(3 * kHP);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(big->start.index % kHP, 0u);
+  EXPECT_EQ(heap().stats().system_bytes % kHugePageSize, 0u);
+  // A large request that is not a multiple leaves its tail's slack to small spans.
+  Span* odd = New(kHP + 10);
+  ASSERT_NE(odd, nullptr);
+  EXPECT_EQ(odd->start.index % kHP, 0u);
+  Check();
+  HugePageStats s = Huge();
+  EXPECT_EQ(s.full, 4u);  // big's three and odd's first
+  EXPECT_EQ(s.partial, 2u);  // a's and odd's tail
+  Delete(big);
+  Delete(odd);
+  Delete(a);
+  Check();
+  EXPECT_EQ(Huge().empty, Huge().owned);
+}
+
+TEST_F(HugeHeapTest, SmallSpansFillTheFullestHugePageFirst) {
+  // Two huge pages' worth of single pages, then free all of the second one but a few
+  // pages, and most of the first: new spans must go to the fuller huge page.
+  std::vector<Span*> spans;
+  for (uintptr_t i = 0; i < 2 * kHP; ++i) spans.push_back(New(1));
+  std::sort(spans.begin(), spans.end(), [](Span* x, Span* y) { return x->start < y->start; });
+  const uintptr_t hp0 = HugePageOf(spans[0]->start), hp1 = HugePageOf(spans[kHP]->start);
+  ASSERT_NE(hp0, hp1);
+  // hp0 keeps 200 pages in use, hp1 keeps 8 (every 32nd page): both have 1-page holes.
+  for (uintptr_t i = 0; i < kHP; ++i)
+    if (i % 4 == 1) Delete(spans[i]), spans[i] = nullptr;
+  for (uintptr_t i = kHP; i < 2 * kHP; ++i)
+    if (i % 32 != 0) Delete(spans[i]), spans[i] = nullptr;
+  Check();
+  const uint16_t used0 = Info(spans[0])->used;
+  for (int k = 0; k < 20; ++k) {
+    Span* s = New(1);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(HugePageOf(s->start), hp0) << "a single page went to the sparse huge page";
+    spans.push_back(s);
+  }
+  EXPECT_EQ(Info(spans[0])->used, used0 + 20);
+  Check();
+  for (Span* s : spans)
+    if (s != nullptr) Delete(s);
+  Check();
+}
+
+TEST_F(HugeHeapTest, IdleReleaseTakesWholeHugePagesAndLeavesPartlyUsedOnesWhole) {
+  // Four huge pages: the middle two become free entirely; the outer ones keep one span.
+  Span* big = New(4 * kHP);
+  ASSERT_NE(big, nullptr);
+  Delete(big);
+  std::vector<Span*> spans;
+  for (uintptr_t i = 0; i < 4 * kHP / 16; ++i) spans.push_back(New(16));
+  std::sort(spans.begin(), spans.end(), [](Span* x, Span* y) { return x->start < y->start; });
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (i != 0 && i != spans.size() - 1) Delete(spans[i]);
+  heap().set_clock(100);
+  Check();
+  // Free: 2 whole huge pages + 2 x 240 pages inside partly used ones (3.75 MiB, above the
+  // subrelease floor).
+  const size_t floor = heap().SubreleaseFloor();
+  ASSERT_GT(heap().stats().free_bytes, floor);
+  // ReleaseAtLeastNPages without subrelease: the surplus rule's way.
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_EQ(heap().ReleaseAtLeastNPages(Length{1}, /*allow_subrelease=*/false).n, 2 * kHP);
+  }
+  HugePageStats s = Huge();
+  EXPECT_EQ(s.released, 2u);
+  EXPECT_EQ(s.partly_released, 0u);
+  EXPECT_EQ(s.partial, 2u);
+  EXPECT_EQ(heap().stats().hugepages_released, 2u);
+  EXPECT_EQ(heap().stats().subreleased_bytes_total, 0u);
+  Check();
+  // Idle release: the partial free (3.75 MiB) is above the floor (2 MiB + a little): the
+  // sparsest huge pages are broken until the free memory is under the floor.
+  EXPECT_GT(ReleaseIdle(1000), 0u);
+  s = Huge();
+  EXPECT_GE(s.partly_released, 1u);
+  EXPECT_LE(heap().stats().free_bytes, heap().SubreleaseFloor());
+  Check();
+  Delete(spans.front());
+  Delete(spans.back());
+  Check();
+}
+
+TEST_F(HugeHeapTest, SmallFreeMemoryInPartlyUsedHugePagesIsNotBroken) {
+  // One huge page, half in use; the free half (1 MiB) is under the floor: idle release
+  // must not break the huge page.
+  Span* a = New(kHP / 2);
+  ASSERT_NE(a, nullptr);
+  heap().set_clock(10);
+  Span* b = New(kHP / 2);
+  Delete(b);
+  EXPECT_EQ(ReleaseIdle(1000), 0u);
+  HugePageStats s = Huge();
+  EXPECT_EQ(s.partly_released, 0u);
+  EXPECT_EQ(s.partial, 1u);
+  // An explicit request (ReleaseFreeMemory, the heap limit) does break it.
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_EQ(heap().ReleaseAtLeastNPages(Length{1}).n, kHP / 2);
+  }
+  EXPECT_EQ(Huge().partly_released, 1u);
+  EXPECT_EQ(heap().stats().subreleased_bytes_total, kHP / 2 * kPageSize);
+  Check();
+  Delete(a);
+  Check();
+}
+
+TEST_F(HugeHeapTest, SurplusRuleReleasesWholeHugePagesFirst) {
+  heap().set_surplus_release(true);
+  // 40 MiB in single pages, then 3 of every 4 freed: 30 MiB free inside partly used huge
+  // pages, under the trigger (twice 16 MiB + half of the 10 MiB in use).
+  std::vector<Span*> spans;
+  for (uintptr_t i = 0; i < 20 * kHP; ++i) spans.push_back(New(1));
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (i % 4 != 0) Delete(spans[i]);
+  EXPECT_EQ(heap().stats().surplus_releases, 0u);
+  // 80 MiB freed at once: the whole huge pages go, and that brings the free memory under
+  // the trigger, so no huge page is broken.
+  Span* big = New(40 * kHP);
+  Delete(big);
+  EXPECT_GT(heap().stats().surplus_releases, 0u);
+  EXPECT_GE(Huge().released, 40u);  // and the untouched slack of geometric growth
+  EXPECT_EQ(Huge().partly_released, 0u);
+  Check();
+  // Free all but one page per huge page: now the free memory stays over the trigger after
+  // the whole huge pages went, and the rule breaks partly used ones.
+  for (size_t i = 0; i < spans.size(); i += 4)
+    if (i % kHP != 0) Delete(spans[i]);
+  EXPECT_GT(Huge().partly_released, 0u);
+  EXPECT_LE(heap().stats().free_bytes, 2 * heap().SurplusReserve());
+  Check();
+  for (size_t i = 0; i < spans.size(); i += kHP) Delete(spans[i]);
+  Check();
+}
+
+TEST_F(HugeHeapTest, ReusedReleasedPagesLeaveTheReleasedCount) {
+  Span* a = New(2 * kHP);
+  Delete(a);
+  {
+    SpinLockHolder h(heap().lock());
+    heap().ReleaseAtLeastNPages(Length{2 * kHP});
+  }
+  EXPECT_EQ(Huge().released, 2u);
+  Span* b = New(kHP);  // from the released run
+  ASSERT_NE(b, nullptr);
+  HugePageStats s = Huge();
+  EXPECT_EQ(s.full, 1u);
+  EXPECT_EQ(s.released, 1u);
+  Check();
+  Delete(b);
+  Check();
+}
+
+TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
+  // Below the threshold nothing is advised (a small program stays on small pages).
+  std::vector<Span*> spans;
+  // (Growth is geometric, an eighth of the heap: stop well before the threshold.)
+  while (heap().stats().system_bytes * 9 / 8 + 2 * kHugePageSize < PageHeap::kAdviseAfterBytes)
+    spans.push_back(New(kHP));
+  EXPECT_EQ(Huge().advised, 0u);
+  EXPECT_EQ(t_->sys.advised_bytes(), 0u);
+  // Crossing it advises everything, and marks the early units (mostly full) for collapse.
+  spans.push_back(New(PageHeap::kAdviseAfterBytes / kPageSize));
+  HugePageStats s = Huge();
+  EXPECT_EQ(s.advised, s.owned);
+  EXPECT_GE(t_->sys.advised_bytes(), heap().stats().system_bytes);
+  PageHeap::HugeRange ranges[4];
+  size_t n, bytes = 0;
+  {
+    SpinLockHolder h(heap().lock());
+    n = heap().TakeCollapseCandidates(ranges, 4);
+  }
+  ASSERT_GT(n, 0u);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(ranges[i].start) % kHugePageSize, 0u);
+    bytes += ranges[i].bytes;
+  }
+  EXPECT_GT(bytes, 0u);
+  // The kernel's view: the heap's mapping carries the advice ("hg" in VmFlags).
+  // The mapping holding the last span (mappings merge, so found by containment).
+  FILE* f = fopen("/proc/self/smaps", "r");
+  ASSERT_NE(f, nullptr);
+  char line[512];
+  bool inside = false, advised = false;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(spans.back()->start_ptr());
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = addr >= lo && addr < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      advised = strstr(line, " hg") != nullptr;
+      break;
+    }
+  }
+  fclose(f);
+  EXPECT_TRUE(advised) << "the heap's memory is not advised MADV_HUGEPAGE";
+  for (Span* sp : spans) Delete(sp);
+  Check();
+}
+
+TEST(HugeHeapNoThpTest, WithThpNeverNothingIsAdvisedAndEverythingWorks) {
+  auto t = testing::TestHeap::Make();
+  t->sys.set_thp_mode(os::ThpMode::kNever);
+  t->heap.set_hugepage_aware(true);
+  std::vector<Span*> spans;
+  {
+    SpinLockHolder h(t->heap.lock());
+    for (int i = 0; i < 110; ++i) spans.push_back(t->heap.New(Length{kHP * 2}));
+    for (Span* s : spans) ASSERT_NE(s, nullptr);
+    EXPECT_EQ(t->heap.CollectHugePageStats().advised, 0u);
+    for (Span* s : spans) t->heap.Delete(s);
+    t->heap.Verify();
+  }
+  EXPECT_EQ(t->sys.advised_bytes(), 0u);
+  EXPECT_FALSE(t->sys.AdviseHugePages(spans[0]->start_ptr(), kHugePageSize, SystemAllocator::kMmap));
+}
+
+TEST_F(HugeHeapTest, RandomOperationsKeepEveryInvariant) {
+  std::mt19937 rng(11);
+  std::vector<Span*> live;
+  heap().set_surplus_release(true);
+  for (int step = 0; step < 4000; ++step) {
+    const unsigned op = rng() % 10;
+    if (op < 5 || live.empty()) {
+      const uintptr_t n = rng() % 8 == 0 ? 1 + rng() % (3 * kHP) : 1 + rng() % 64;
+      Span* s = New(n);
+      ASSERT_NE(s, nullptr) << "step " << step << " n " << n;
+      if (n >= kHP) {
+        EXPECT_EQ(s->start.index % kHP, 0u);
+      }
+      live.push_back(s);
+    } else if (op < 9) {
+      const size_t i = rng() % live.size();
+      Delete(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    } else {
+      heap().set_clock(static_cast<uint64_t>(step));
+      ReleaseIdle(static_cast<uint64_t>(step) - rng() % 50);
+    }
+    if (step % 200 == 0) Check();
+  }
+  for (Span* s : live) Delete(s);
+  Check();
+  EXPECT_EQ(heap().stats().in_use_spans, 0u);
+}
+
+}  // namespace
+}  // namespace tcm
