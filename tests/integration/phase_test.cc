@@ -3,7 +3,10 @@
 // program goes on with light work that only ever hits its thread cache (a malloc/free pair
 // of 64..575 bytes per millisecond) and makes no other call into the allocator.
 //   - memory moves between the phases: the peak after phase 2 is within 10% of phase 1's;
-//   - a lot became free at thread exit: most of it is back with the OS at once;
+//   - a lot became free at thread exit: most of it is back with the OS at once (under
+//     96 MiB of the ~337 MiB peak: the hugepage-aware surplus rule releases whole huge pages
+//     and leaves up to twice its reserve in partly used ones, 48-78 MiB measured; the plain
+//     heap releases down to the reserve, ~47-52 MiB; a rule that did not fire leaves ~330);
 //   - after 1000 pairs of light work (about a second) RSS is under 20 MiB: maintenance
 //     runs although the program never reaches a slow path.
 #include <gtest/gtest.h>
@@ -45,7 +48,7 @@ TEST(Phase, MemoryMovesBetweenThreadsAndGoesBackUnderCacheHitsOnly) {
   printf("peak RSS after phase 1: %.1f MiB, after phase 2: %.1f MiB; RSS after phase 2: %.1f MiB\n", MiB(peak1),
          MiB(peak2), MiB(after2));
   EXPECT_LE(peak2, peak1 + peak1 / 10) << "phase 2 did not reuse phase 1's memory";
-  EXPECT_LT(after2, 64u << 20) << "the surplus freed at thread exit stayed resident";
+  EXPECT_LT(after2, 96u << 20) << "the surplus freed at thread exit stayed resident";
 
   unsigned seed = 7;
   size_t idle_rss = 0;
