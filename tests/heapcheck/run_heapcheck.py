@@ -333,6 +333,21 @@ class Runner:
         if vg is None:
             print(f"SKIP {what}: reports {got}; valgrind is not installed to confirm them")
             return
+        if got != vg and got[0] <= vg[0] and got[1] < vg[1] and before is not None:
+            # Fewer leaks than valgrind: a block kept "reachable" by a stale pointer. Where
+            # blocks land depends on timing (maintenance runs on the clock; under a loaded
+            # CI it ran at other moments), so a conservative scan can miss a leak now and
+            # then: run once more on a fresh copy. A leak valgrind does not see (a false
+            # report) fails at once; a miss that repeats fails too.
+            again = before + ".again"
+            shutil.rmtree(again, ignore_errors=True)
+            shutil.copytree(before, again, symlinks=True)
+            with open(stdin_path or os.devnull) as stdin:
+                q = self.run(cmd, level="normal", env=env, cwd=again, stdin=stdin, timeout=300)
+            m2 = SUMMARY.search(q.stderr)
+            got2 = (int(m2.group(2)), int(m2.group(3))) if m2 else (0, 0)
+            print(f"NOTE {what}: reported {got} of valgrind's {vg}; once more: {got2}")
+            got, p = got2, q
         self.check(got == vg and p.returncode == 1,
                    f"{what}: reported {got} = valgrind's definitely+indirectly lost {vg}", p)
 
