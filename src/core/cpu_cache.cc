@@ -323,7 +323,11 @@ size_t CpuCache::Maintain(uint64_t now) {
       continue;
     }
     // An active CPU: classes that did not miss since the previous resize give back half of
-    // their unused capacity, so the budget flows to the classes that miss.
+    // their unused capacity, so the budget flows to the classes that miss, and half of the
+    // objects they cache: a class that went a whole interval without a miss never dipped
+    // into its lower half (the design's low-water scavenging of thread caches; a class in
+    // steady use pays one refill per interval). Without it, objects freed in a burst stay
+    // cached as long as light traffic keeps the CPU from counting as idle.
     if (now - m.last_resize < kCpuResizeIntervalNs && m.last_resize != 0 && now >= m.last_resize) continue;
     m.last_resize = now;
     bool mask[kMaxClasses] = {};
@@ -334,7 +338,8 @@ size_t CpuCache::Maintain(uint64_t now) {
       const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_RELAXED);
       const uint16_t end = __atomic_load_n(&hd->end, __ATOMIC_RELAXED);
       ends[cl] = end;
-      if (__atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) == 0 && end > current + 1) mask[cl] = any = true;
+      if (__atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) == 0 && (end > current + 1 || current > begin_[cl]))
+        mask[cl] = any = true;
       __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
     }
     if (!any) continue;
@@ -345,6 +350,12 @@ size_t CpuCache::Maintain(uint64_t now) {
       const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
       const uint16_t old_end = ends[cl];
       const uint16_t new_end = old_end > current ? static_cast<uint16_t>(current + (old_end - current) / 2) : current;
+      const uint16_t keep = static_cast<uint16_t>(begin_[cl] + (current - begin_[cl]) / 2);
+      if (keep < current) {
+        ReturnObjects(cpu, cl, keep, current);
+        bytes += static_cast<size_t>(current - keep) * SizeMap::ClassSize(cl);
+        __atomic_store_n(&hd->current, keep, __ATOMIC_RELEASE);
+      }
       // current <= end always (a push checks it), so new_end <= old_end.
       if (old_end > new_end) m.capacity_bytes -= static_cast<size_t>(old_end - new_end) * SizeMap::ClassSize(cl);
       __atomic_store_n(&hd->end, new_end, __ATOMIC_RELEASE);

@@ -15,8 +15,9 @@
 // grows its capacity while the CPU's byte budget allows (slots x object size over all
 // classes <= max_bytes_per_cpu): doubling up to one batch (slow start, so a class used a
 // few times costs a few objects), then by one batch; a malloc miss fetches only what the
-// capacity has room for. Maintenance (Maintain) takes capacity
-// back from classes that did not miss since the previous pass, and drains a CPU whose
+// capacity has room for. Maintenance (Maintain) takes half the spare capacity and half the
+// cached objects back from classes that did not miss for a resize interval (they never
+// needed their lower half: the design's low-water scavenging), and drains a CPU whose
 // threads did not reach a slow path for kIdleNs back to the central lists.
 //
 // Remote changes (maintenance, another CPU's slow path) lock a class header by compare-
