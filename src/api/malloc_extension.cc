@@ -344,15 +344,10 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
   if (strncmp(name, "tcmalloc.hugepage_", 18) == 0) {
-    HugePageStats h;
-    PageHeapStats ps;
-    bool aware;
-    {
-      SpinLockHolder l(g_pageheap.lock());
-      aware = g_pageheap.hugepage_aware();
-      if (aware) h = g_pageheap.CollectHugePageStats();
-      ps = g_pageheap.stats();
-    }
+    const HugePageSnapshot snap = TakeHugePageSnapshot();
+    const HugePageStats& h = snap.pages;
+    const PageHeapStats& ps = snap.heap;
+    const bool aware = snap.aware;
     if (is("tcmalloc.hugepage_aware")) return *value = aware ? 1 : 0, true;
     if (is("tcmalloc.hugepage_bytes")) return *value = h.owned * kHugePageSize, true;
     if (is("tcmalloc.hugepage_advised_bytes")) return *value = h.advised * kHugePageSize, true;

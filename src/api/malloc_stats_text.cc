@@ -156,17 +156,20 @@ static void PrintMaintenance(Printer* out) {
 
 // The hugepage-aware page heap's view of its huge pages (2 MiB): how they are used, how much
 // is free in each kind, and how many were broken by releasing part of them.
+HugePageSnapshot TakeHugePageSnapshot() {
+  HugePageSnapshot snap;
+  SpinLockHolder l(g_pageheap.lock());
+  snap.aware = g_pageheap.hugepage_aware();
+  if (snap.aware) snap.pages = g_pageheap.CollectHugePageStats();
+  snap.heap = g_pageheap.stats();
+  return snap;
+}
+
 static void PrintHugePages(Printer* out) {
-  HugePageStats h;
-  PageHeapStats ps;
-  bool aware;
-  {
-    SpinLockHolder l(g_pageheap.lock());
-    aware = g_pageheap.hugepage_aware();
-    if (aware) h = g_pageheap.CollectHugePageStats();
-    ps = g_pageheap.stats();
-  }
-  if (!aware) {
+  const HugePageSnapshot snap = TakeHugePageSnapshot();
+  const HugePageStats& h = snap.pages;
+  const PageHeapStats& ps = snap.heap;
+  if (!snap.aware) {
     out->Printf("Huge pages: hugepage-aware page heap off (TCMALLOC_HUGEPAGES=0, THP unavailable, or memfs/devmem)\n");
     return;
   }

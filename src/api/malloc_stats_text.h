@@ -10,6 +10,7 @@
 
 #include "api/allocation.h"
 #include "base/log.h"
+#include "core/page_heap.h"
 #include "core/size_classes.h"
 
 namespace tcm {
@@ -24,6 +25,15 @@ struct ClassStats {
 
 // Per-class figures (index = class; entry 0 unused). Racy but consistent enough for stats.
 void CollectClassStats(ClassStats* out);
+
+// The page heap's huge pages and counters, read together under its lock (GetStats and the
+// tcmalloc.hugepage_* properties). `pages` is empty when the heap is not hugepage-aware.
+struct HugePageSnapshot {
+  bool aware = false;
+  HugePageStats pages;
+  PageHeapStats heap;
+};
+HugePageSnapshot TakeHugePageSnapshot();
 
 void PrintHeapSummary(Printer* out, const HeapTotals& t);
 void PrintStats(Printer* out, int level);

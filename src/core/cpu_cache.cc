@@ -8,10 +8,6 @@
 
 namespace tcm {
 
-// The first word of an object, cleared (a plain zero) when it leaves a chain for an array;
-// chain links themselves go through freelist_link.h.
-static inline void*& NextOf(void* obj) { return *static_cast<void**>(obj); }
-
 bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu) {
   if (os::CurrentRseqSource() == os::RseqSource::kNone) return false;
   // Without the fence no one could ever drain another CPU's cache safely.

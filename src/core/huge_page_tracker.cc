@@ -55,7 +55,7 @@ void HugePageTracker::Adjust(PageId start, Length len, int sign, bool released) 
 
 HugePageStats HugePageTracker::Collect() {
   HugePageStats s;
-  ForEach([&](uintptr_t, HugePageInfo& h) {
+  ForEach([&](uintptr_t, const HugePageInfo& h) {
     ++s.owned;
     if (h.advised) ++s.advised;
     const size_t free_bytes = size_t{h.free()} << kPageShift;

@@ -292,7 +292,7 @@ void PageHeap::AdviseGrowth(PageId start, Length len) {
     // The heap is big now: its earlier units get the advice too, and what of them is
     // already resident is collapsed by the scavenger (khugepaged would, but slowly).
     uintptr_t run = 0, run_len = 0;
-    huge_.ForEach([&](uintptr_t hp, HugePageInfo& h) {
+    huge_.ForEach([&](uintptr_t hp, const HugePageInfo& h) {
       if (h.advised || !h.anonymous || (hp >= HugePageOf(start) && hp <= HugePageOf(start + len - Length{1})))
         return;
       if (run_len != 0 && run + run_len == hp) {
@@ -655,7 +655,7 @@ void PageHeap::Verify() {
   if (huge_aware_) {
     // Every page of a tracked huge page is in use, free or released; their sums match.
     size_t used_pages = 0, released_pages = 0;
-    huge_.ForEach([&](uintptr_t, HugePageInfo& h) {
+    huge_.ForEach([&](uintptr_t, const HugePageInfo& h) {
       TCM_CHECK(h.used + h.released <= kPagesPerHugePage);
       used_pages += h.used;
       released_pages += h.released;
