@@ -14,22 +14,13 @@
 
 #include "core/size_classes.h"
 #include "test_heap.h"
+#include "test_links.h"
 
 namespace tcm {
 namespace {
 
-// An object's free-list link, read and written through freelist_link.h's encoding, as
-// the allocator's tiers do.
-struct LinkRef {
-  void* obj;
-  operator void*() const { return GetLink(obj); }
-  LinkRef& operator=(void* next) {
-    SetLink(obj, next);
-    return *this;
-  }
-};
-LinkRef NextOf(void* obj) { return LinkRef{obj}; }
-[[maybe_unused]] void*& RawWord(void* obj) { return *static_cast<void**>(obj); }
+using testing::NextOf;
+using testing::RawWord;
 
 class CentralFreeListTest : public ::testing::Test {
  protected:
