@@ -100,31 +100,30 @@ constinit HookList<MallocHook_PreSbrkHook> g_pre_sbrk_hooks;
 constinit HookList<MallocHook_SbrkHook> g_sbrk_hooks;
 __thread bool tls_in_hook TCM_INITIAL_EXEC = false;
 
-template <typename Hook>
-int Add(HookList<Hook>& list, Hook h) {
+// Every change to a hook list: under the hook lock, then the list's published count and
+// the fast paths' limits (a hook present makes malloc take its slow path).
+template <typename Hook, typename Change>
+auto Update(HookList<Hook>& list, Change change) {
   SpinLockHolder l(&g_hook_lock);
-  const bool ok = list.AddLocked(h);
+  const auto result = change(list);
   list.PublishCountLocked();
   RecomputeFastPathLimits();
-  return ok;
+  return result;
+}
+
+template <typename Hook>
+int Add(HookList<Hook>& list, Hook h) {
+  return Update(list, [h](HookList<Hook>& l) { return l.AddLocked(h); });
 }
 
 template <typename Hook>
 int Remove(HookList<Hook>& list, Hook h) {
-  SpinLockHolder l(&g_hook_lock);
-  const bool ok = list.RemoveLocked(h);
-  list.PublishCountLocked();
-  RecomputeFastPathLimits();
-  return ok;
+  return Update(list, [h](HookList<Hook>& l) { return l.RemoveLocked(h); });
 }
 
 template <typename Hook>
 Hook Exchange(HookList<Hook>& list, Hook h) {
-  SpinLockHolder l(&g_hook_lock);
-  Hook old = list.ExchangeSingularLocked(h);
-  list.PublishCountLocked();
-  RecomputeFastPathLimits();
-  return old;
+  return Update(list, [h](HookList<Hook>& l) { return l.ExchangeSingularLocked(h); });
 }
 
 // A replacement is exclusive: a second one is refused with a diagnosis.
