@@ -76,33 +76,30 @@ bool ReleasePages(void* p, size_t bytes) {
 }
 
 bool AdviseHugePages(void* p, size_t bytes) {
-  int saved = errno;
-  bool ok = madvise(p, bytes, MADV_HUGEPAGE) == 0;
-  errno = saved;
-  return ok;
+  ErrnoKeeper keep;
+  return madvise(p, bytes, MADV_HUGEPAGE) == 0;
 }
 
 bool CollapseHugePages(void* p, size_t bytes) {
 #ifndef MADV_COLLAPSE
   constexpr int MADV_COLLAPSE = 25;
 #endif
-  int saved = errno;
-  bool ok = madvise(p, bytes, MADV_COLLAPSE) == 0;
-  errno = saved;
-  return ok;
+  ErrnoKeeper keep;
+  return madvise(p, bytes, MADV_COLLAPSE) == 0;
 }
 
+// Raw calls, not platform/files.h: that file is the profiler's and the checker's, not in
+// the core library.
 ThpMode ReadThpMode() {
-  int saved = errno;
+  ErrnoKeeper keep;
   char buf[128];
   ssize_t n = -1;
-  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/sys/kernel/mm/transparent_hugepage/enabled",
-                                    O_RDONLY | O_CLOEXEC));
+  const int fd = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, "/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC));
   if (fd >= 0) {
     n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
   }
-  errno = saved;
   if (n <= 0) return ThpMode::kUnknown;
   buf[n] = '\0';
   // e.g. "always [madvise] never": the selected mode is the bracketed word.
