@@ -543,80 +543,76 @@ Length PageHeap::ReleaseWholeHugePages(Span* s, bool* refused) {
   return got;
 }
 
-Length PageHeap::ReleaseIdle(uint64_t idle_since) {
-  // Collect victims first, then release: releasing merges returned spans, which would
-  // disturb the walk. Victims are kNormal spans, and merging only ever deletes kReturned
-  // neighbours (or pieces just split off the victim itself), so the collected pointers stay
-  // valid while we release them in turn.
-  Length released{0};
-  if (huge_aware_) {
-    // Whole idle huge pages first; each victim is cut to its whole huge pages, and the
-    // pieces left hold none, so the walk ends.
-    for (;;) {
-      Span* victims[64];
-      size_t n = 0;
-      ForEachFreeSpan([&](Span* s) {
-        if (n < 64 && s->location == Span::kNormal && s->free_since < idle_since && HasWholeHugePage(s))
-          victims[n++] = s;
-      });
-      bool refused = false;
-      for (size_t i = 0; i < n && !refused; ++i) released = released + ReleaseWholeHugePages(victims[i], &refused);
-      if (refused) return released;
-      if (n < 64) break;
-    }
-    // Breaking huge pages: only while the free memory is large, and the sparsest huge
-    // pages first (most memory back per huge page broken).
-    if (stats_.free_bytes <= SubreleaseFloor()) return released;
-    for (uintptr_t max_used : {kPagesPerHugePage / 8, kPagesPerHugePage / 2, kPagesPerHugePage}) {
-      for (;;) {
-        Span* victims[64];
-        size_t n = 0;
-        ForEachFreeSpan([&](Span* s) {
-          if (n == 64 || s->location != Span::kNormal || !(s->free_since < idle_since)) return;
-          const HugePageInfo* h = huge_.Find(s->start);
-          if (h == nullptr || h->used <= max_used) victims[n++] = s;
-        });
-        for (size_t i = 0; i < n; ++i) {
-          if (stats_.free_bytes <= SubreleaseFloor()) return released;
-          Length got = ReleaseSpan(victims[i]);
-          if (got.n == 0) return released;
-          released = released + got;
-        }
-        if (n < 64) break;
-      }
-    }
-    return released;
-  }
+// Walks free spans with walk(visit), collecting those pick(s) accepts, 64 at a time, and
+// hands each to release(s), which returns false to stop. Collected first, released after:
+// releasing merges runs, which would disturb the walk. Victims are kNormal spans, and
+// merging only ever deletes kReturned neighbours (or pieces just split off the victim
+// itself), so the collected pointers stay valid while they are released in turn. Returns
+// false when release stopped it.
+template <typename Walk, typename Pick, typename Release>
+static bool ReleaseInBatches(Walk walk, Pick pick, Release release) {
   for (;;) {
     Span* victims[64];
     size_t n = 0;
-    ForEachFreeSpan([&](Span* s) {
-      if (n < 64 && s->location == Span::kNormal && s->free_since < idle_since) victims[n++] = s;
+    walk([&](Span* s) {
+      if (n < 64 && pick(s)) victims[n++] = s;
     });
-    for (size_t i = 0; i < n; ++i) {
-      Length got = ReleaseSpan(victims[i]);
-      if (got.n == 0) return released;  // the OS refuses: try again at a later tick
-      released = released + got;
-    }
-    if (n < 64) return released;
+    for (size_t i = 0; i < n; ++i)
+      if (!release(victims[i])) return false;
+    if (n < 64) return true;
   }
+}
+
+Length PageHeap::ReleaseIdle(uint64_t idle_since) {
+  Length released{0};
+  auto all_free = [this](auto visit) { ForEachFreeSpan(visit); };
+  auto idle = [idle_since](const Span* s) { return s->location == Span::kNormal && s->free_since < idle_since; };
+  // The OS refusing stops a pass: try again at a later tick.
+  auto release = [&](Span* s) {
+    const Length got = ReleaseSpan(s);
+    released = released + got;
+    return got.n != 0;
+  };
+  if (!huge_aware_) {
+    ReleaseInBatches(all_free, idle, release);
+    return released;
+  }
+  // Whole idle huge pages first; each victim is cut to its whole huge pages, and the
+  // pieces left hold none, so the walk ends.
+  const bool done = ReleaseInBatches(
+      all_free, [&](const Span* s) { return idle(s) && HasWholeHugePage(s); },
+      [&](Span* s) {
+        bool refused = false;
+        released = released + ReleaseWholeHugePages(s, &refused);
+        return !refused;
+      });
+  if (!done) return released;
+  // Breaking huge pages: only while the free memory is large, and the sparsest huge pages
+  // first (most memory back per huge page broken).
+  for (uintptr_t max_used : {kPagesPerHugePage / 8, kPagesPerHugePage / 2, kPagesPerHugePage}) {
+    const bool more = ReleaseInBatches(
+        all_free,
+        [&](const Span* s) {
+          if (!idle(s)) return false;
+          const HugePageInfo* h = huge_.Find(s->start);
+          return h == nullptr || h->used <= max_used;
+        },
+        [&](Span* s) { return stats_.free_bytes > SubreleaseFloor() && release(s); });
+    if (!more) break;
+  }
+  return released;
 }
 
 Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease) {
   Length released{0};
   if (huge_aware_) {
     // Whole free huge pages first: runs holding one are >= 256 pages, so in the tree.
-    for (;;) {
-      Span* victims[64];
-      size_t k = 0;
-      large_normal_.ForEach([&](Span* s) {
-        if (k < 64 && HasWholeHugePage(s)) victims[k++] = s;
-      });
+    ReleaseInBatches([this](auto visit) { large_normal_.ForEach(visit); }, &HasWholeHugePage, [&](Span* s) {
+      if (released >= n) return false;
       bool refused = false;
-      for (size_t i = 0; i < k && released < n && !refused; ++i)
-        released = released + ReleaseWholeHugePages(victims[i], &refused);
-      if (refused || released >= n || k < 64) break;
-    }
+      released = released + ReleaseWholeHugePages(s, &refused);
+      return !refused;
+    });
     if (released >= n || !allow_subrelease) return released;
   }
   auto release = [&](Span* s) {
