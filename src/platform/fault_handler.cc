@@ -52,6 +52,21 @@ void OnFault(int sig, siginfo_t* info, void* ucontext) {
 
 }  // namespace
 
+bool ReplaceSignalAction(int sig, const struct sigaction* act, struct sigaction* old) {
+  struct sigaction was;
+  __builtin_memset(&was, 0, sizeof(was));
+  if (sigaction(sig, act, &was) != 0) return false;
+  // Only the members survive (sigemptyset clears just the kernel's 8 bytes, hence memset;
+  // a leaked block's address once came this way into our data).
+  sigset_t members;
+  __builtin_memset(&members, 0, sizeof(members));
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&was.sa_mask, s) == 1) sigaddset(&members, s);
+  was.sa_mask = members;
+  *old = was;
+  return true;
+}
+
 bool InstallFaultHandler(FaultClaim claim) {
   g_claim.store(claim, std::memory_order_release);
   if (g_installed.exchange(true)) return true;
@@ -60,8 +75,8 @@ bool InstallFaultHandler(FaultClaim claim) {
   sa.sa_sigaction = OnFault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
-  bool ok = sigaction(SIGSEGV, &sa, &g_previous_segv) == 0;
-  ok = sigaction(SIGBUS, &sa, &g_previous_bus) == 0 && ok;
+  bool ok = ReplaceSignalAction(SIGSEGV, &sa, &g_previous_segv);
+  ok = ReplaceSignalAction(SIGBUS, &sa, &g_previous_bus) && ok;
   return ok;
 }
 

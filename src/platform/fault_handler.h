@@ -10,6 +10,8 @@
 #ifndef TCMALLOC_PLATFORM_FAULT_HANDLER_H_
 #define TCMALLOC_PLATFORM_FAULT_HANDLER_H_
 
+#include <signal.h>
+
 namespace tcm::os {
 
 // Called in signal context with the faulting address and the faulting instruction's
@@ -19,6 +21,11 @@ using FaultClaim = void (*)(const void* addr, const void* pc);
 // Installs the handler for SIGSEGV and SIGBUS (once; later calls only replace the claim).
 // Returns false if sigaction failed.
 bool InstallFaultHandler(FaultClaim claim);
+
+// sigaction(sig, act, old) whose *old holds no stale bytes: glibc fills only the kernel's
+// 8 bytes of old->sa_mask and leaves the other 120 as its stack held them, which the heap
+// checker would scan as roots wherever the old action is kept. False if sigaction refused.
+bool ReplaceSignalAction(int sig, const struct sigaction* act, struct sigaction* old);
 
 }  // namespace tcm::os
 

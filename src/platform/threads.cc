@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <ctime>
 
+#include "platform/fault_handler.h"
 #include "platform/os.h"
 
 namespace tcm::os {
@@ -89,7 +90,7 @@ bool InstallSignalHandler(int sig, SigInfoHandler handler) {
   act.sa_sigaction = handler;
   act.sa_flags = SA_SIGINFO | SA_RESTART;
   sigfillset(&act.sa_mask);
-  if (sigaction(sig, &act, &g_replaced[sig]) != 0) return false;
+  if (!ReplaceSignalAction(sig, &act, &g_replaced[sig])) return false;
   g_have_replaced[sig] = true;
   return true;
 }

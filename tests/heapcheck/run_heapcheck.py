@@ -31,6 +31,7 @@ SCENARIOS = {
     # Leaks: reported at every level.
     "lost": {"*": (3000, 3)},
     "cycle": {"*": (256, 4)},
+    "stale_stack": {"*": (1234, 1)},          # stale stack copies must not become roots
     "thread_exited": {"*": (4000, 8)},
     "thread_alive": {"*": (600, 2)},
     "interior_far": {"*": (4096, 1)},          # the only pointer is 2048 bytes inside
