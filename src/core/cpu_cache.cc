@@ -248,7 +248,9 @@ bool CpuCache::LockClasses(int cpu, const bool* mask) {
 void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
   void** slots = Slots(cpu);
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
-  // Batch-sized chains go to the transfer cache in O(1); the rest to the spans.
+  // Straight to the spans, not into the transfer cache: what a drain or a halving returns
+  // sat unused, and parked in the transfer cache it would keep its spans (and their pages)
+  // for another idle period before the scavenger could release them.
   while (from < to) {
     int n = to - from < batch ? to - from : batch;
     void* head = slots[from];
@@ -261,7 +263,7 @@ void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
       tail = o;
     }
     SetLink(tail, nullptr);
-    central_[cl].InsertRange(head, tail, n);
+    central_[cl].InsertRange(head, n);
     from = static_cast<uint16_t>(from + n);
   }
 }

@@ -74,10 +74,14 @@ inline constexpr uint16_t kLockedBegin = 0xffff;
 inline constexpr size_t kMaxClasses = size_class_internal::kMaxClasses;
 inline constexpr int kMaxBatch = 1024;  // TCMALLOC_TRANSFER_NUM_OBJ's upper bound
 inline constexpr size_t kDefaultMaxPerCpuCacheBytes = size_t{3} << 20;
-inline constexpr uint64_t kCpuIdleNs = 1'000'000'000;
-// Unused capacity is taken back at most this often per CPU: each time costs a fence (an
-// interrupt of that CPU), so a 100 ms maintenance tick must not pay it every time.
-inline constexpr uint64_t kCpuResizeIntervalNs = 1'000'000'000;
+// A CPU with no slow path for this long is drained whole. Memory must be back within a
+// second of a program going light (issue 12); at 1 s, whether the drain came before that
+// second was over was a coin toss.
+inline constexpr uint64_t kCpuIdleNs = 500'000'000;
+// Unused capacity and half the objects of classes that did not miss are taken back at most
+// this often per CPU: each time costs a fence (an interrupt of that CPU), so the 100 ms
+// maintenance tick does not pay it every time. Four halvings fit in the second above.
+inline constexpr uint64_t kCpuResizeIntervalNs = 250'000'000;
 
 struct alignas(8) SlabHeader {  // stored whole (one 8-byte store) when a CPU is set up
   uint16_t current;

@@ -249,9 +249,12 @@ TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
   const size_t before = cache_->TotalBytes();
   cache_->Maintain(now);
   EXPECT_EQ(cache_->TotalBytes(), before);
-  // Long after the last sign of activity: everything goes back to the central lists.
+  // Long after the last sign of activity: everything goes back to the central lists, to
+  // the spans (parked in the transfer cache, it would pin its pages another idle period).
+  const size_t parked = central_[cl].transfer_objects();
   cache_->Maintain(now + 10 * kCpuIdleNs);
   EXPECT_EQ(cache_->TotalBytes(), 0u);
+  EXPECT_EQ(central_[cl].transfer_objects(), parked);
   for (int cpu = 0; cpu < cache_->num_cpus(); ++cpu) EXPECT_EQ(cache_->CpuCapacityBytes(cpu), 0u);
   central_[cl].Verify();
 }
@@ -290,6 +293,7 @@ TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
   // Light traffic keeps the CPU active but never misses: half the cached objects go back
   // at each interval, so the burst drains while the program runs.
   uint64_t t = now;
+  const size_t parked = central_[cl].transfer_objects();
   for (int pass = 0; pass < 3; ++pass) {
     t += kCpuResizeIntervalNs;
     cache_->MarkActive(t);
@@ -297,6 +301,7 @@ TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
     cache_->Maintain(t);
   }
   EXPECT_LE(cache_->ClassObjects(cl), cached / 4);
+  EXPECT_LE(central_[cl].transfer_objects(), parked);  // they went to their spans
   os::UnpinFromCpus();
   cache_->DrainAll();
   central_[cl].Verify();
