@@ -50,7 +50,7 @@ static ThreadCache* GetOrCreateCache() {
   if (TCM_LIKELY(tc != &g_empty_cache)) return tc;
   EnsureInitialized();
   if (tls_exiting) return nullptr;
-  tc = g_caches.Create(&g_arena, g_central);
+  tc = g_caches.Create(&g_arena, g_central, g_central_shards);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
   ArmCountdown(&tc->sample_left_, &tc->rng_);
@@ -108,7 +108,7 @@ static void* AllocateLarge(size_t size, size_t align_pages) {
 static void* AllocateFromCentral(size_t cl) {
   void* start;
   void* end;
-  if (g_central[cl].RemoveRange(&start, &end, 1) == 0) return nullptr;
+  if (CentralForCaller(cl).RemoveRange(&start, &end, 1) == 0) return nullptr;
   return start;
 }
 
@@ -439,7 +439,7 @@ void DeallocateSlow(void* p) noexcept {
   tc = GetOrCreateCache();
   if (tc == nullptr) {
     SetLink(p, nullptr);
-    g_central[cl].InsertRange(p, 1);
+    CentralForCaller(cl).InsertRange(p, 1);
     return;
   }
   tc->PushSlow(p, cl);
@@ -486,7 +486,7 @@ void DebugCheckBlockStart(void* p, size_t cl) {
 
 void VerifyHeap() {
   EnsureInitialized();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].Verify();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.Verify(); });
   // The calling thread's cache: every object is a block of the list's class.
   ThreadCache* tc = tls_cache;
   if (tc != &g_empty_cache) {
@@ -662,13 +662,13 @@ HeapTotals ComputeTotals() {
     t.unmapped_bytes = s.unmapped_bytes;
     t.in_use_spans = s.in_use_spans;
   }
-  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+  ForEachCentral([&t](CentralFreeList& c, size_t cl) {
     // The tail of each span that holds no whole object belongs to the central list too:
     // the application never sees it, so it must not count as in use.
     const size_t tail = SizeMap::ClassPages(cl) * kPageSize - SizeMap::ObjectsPerSpan(cl) * SizeMap::ClassSize(cl);
-    t.central_free_bytes += g_central[cl].free_objects() * SizeMap::ClassSize(cl) + g_central[cl].num_spans() * tail;
-    t.transfer_cache_bytes += g_central[cl].transfer_objects() * SizeMap::ClassSize(cl);
-  }
+    t.central_free_bytes += c.free_objects() * SizeMap::ClassSize(cl) + c.num_spans() * tail;
+    t.transfer_cache_bytes += c.transfer_objects() * SizeMap::ClassSize(cl);
+  });
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
   t.cpu_cache_bytes = g_cpu_cache.TotalBytes();
   t.thread_caches = g_caches.count();
@@ -682,7 +682,7 @@ HeapTotals ComputeTotals() {
 
 size_t ReleaseToSystem(size_t bytes) {
   EnsureInitialized();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length::FromBytesRoundUp(bytes)).bytes();
 }
@@ -725,7 +725,7 @@ size_t ReleaseFreeMemory() {
   EnsureInitialized();
   g_cpu_cache.DrainAll();
   // Chains parked in transfer caches may be all that keeps some spans alive.
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].FlushTransferCache();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
 }

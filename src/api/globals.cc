@@ -21,7 +21,12 @@ constinit SystemAllocator g_system;
 constinit Arena g_arena;
 constinit PageMap g_pagemap{&AllocPagemapNode};
 constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
-constinit CentralFreeList g_central[kNumClasses];
+constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
+constinit int g_central_shards = 1;
+
+CentralFreeList& CentralForCaller(size_t cl) {
+  return CentralOf(g_central, g_central_shards, os::RseqCurrentCpu(), cl);
+}
 constinit ThreadCacheRegistry g_caches;
 constinit CpuCache g_cpu_cache;
 constinit Scavenger g_scavenger;
@@ -38,28 +43,29 @@ static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, per-CPU caches by CPU, central lists by class,
+// Lock order (outermost first): registry, per-CPU caches by CPU, central lists by shard and
+// class (none is ever taken under another),
 // page heap, samples, guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
   g_caches.lock()->Lock();
   g_cpu_cache.LockAll();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].lock()->Lock();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Lock(); });
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
   g_guarded.lock()->Lock();
   g_arena.lock()->Lock();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Lock();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.transfer_cache()->lock()->Lock(); });
 }
 
 void UnlockAll() {
-  for (size_t cl = 1; cl < kNumClasses; ++cl) g_central[cl].transfer_cache()->lock()->Unlock();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.transfer_cache()->lock()->Unlock(); });
   g_arena.lock()->Unlock();
   g_guarded.lock()->Unlock();
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
-  for (size_t cl = kNumClasses - 1; cl >= 1; --cl) g_central[cl].lock()->Unlock();
+  ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Unlock(); });
   g_cpu_cache.UnlockAll();
   g_caches.lock()->Unlock();
 }
@@ -70,10 +76,10 @@ void ResetLocksInChild() {
   g_pageheap.ResetLockAfterFork();
   g_samples.ResetLockAfterFork();
   g_guarded.ResetLockAfterFork();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    g_central[cl].ResetLockAfterFork();
-    g_central[cl].transfer_cache()->ResetLockAfterFork();
-  }
+  ForEachCentral([](CentralFreeList& c, size_t) {
+    c.ResetLockAfterFork();
+    c.transfer_cache()->ResetLockAfterFork();
+  });
   g_caches.ResetLockAfterFork();
   g_cpu_cache.ResetLocksAfterFork();
   // The child is a new process for membarrier: register it again for the drains' fences.
@@ -113,23 +119,30 @@ void EnsureInitialized() {
   if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
   SpinLockHolder h(&g_init_lock);
   if (g_initialized.load(std::memory_order_relaxed)) return;
+  // Central-list shards by the CPUs there can be (not per-CPU mode alone: per-thread
+  // caches pick their shard by CPU too, when glibc registered rseq).
+  g_central_shards = CentralShardsFor(os::NumPossibleCpus());
   // The scavenger first, so the release rate set from the options reaches the page heap.
-  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd);
+  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd, g_central_shards);
   // Options next: batch sizes shape the central lists' transfer caches.
   LoadOptions(&g_options);
   ApplyOptions(g_options);
   // The free-list secret before the first object is linked (freelist_link.h).
   InitLinkSecret(os::Random64());
-  for (size_t cl = 1; cl < kNumClasses; ++cl)
-    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
+  ForEachCentral([](CentralFreeList& c, size_t cl) {
+    c.Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
+  });
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();
   // Per-CPU caches where restartable sequences work (and unless TCMALLOC_PER_CPU_CACHES=0);
   // otherwise the design document's per-thread caches.
   if (g_options.per_cpu_caches && os::InitRseq(/*allow_own=*/true) != os::RseqSource::kNone &&
-      g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size)))
+      g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size),
+                       g_central_shards))
     SetPerCpuMode(true);
+  else if (!g_options.per_cpu_caches)
+    os::InitRseq(/*allow_own=*/false);  // glibc's CPU numbers, if any, pick central shards
   g_pageheap.set_clock(Scavenger::NowNs());
   g_pageheap.set_clock_source(&Scavenger::NowNs);
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in

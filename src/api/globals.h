@@ -24,7 +24,17 @@ extern constinit SystemAllocator g_system;
 extern constinit Arena g_arena;
 extern constinit PageMap g_pagemap TCM_HIDDEN;
 extern constinit PageHeap g_pageheap;
-extern constinit CentralFreeList g_central[kNumClasses];
+// The central lists, [shard][class]: g_central_shards shards in use (central_freelist.h).
+extern constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
+extern constinit int g_central_shards;
+// The central list of class cl for the calling thread's CPU.
+CentralFreeList& CentralForCaller(size_t cl);
+// Every central list in use, shard by shard, classes 1..kNumClasses-1.
+template <typename F>
+void ForEachCentral(F f) {
+  for (int s = 0; s < g_central_shards; ++s)
+    for (size_t cl = 1; cl < kNumClasses; ++cl) f(g_central[static_cast<size_t>(s) * kNumClasses + cl], cl);
+}
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode
 extern constinit Scavenger g_scavenger;

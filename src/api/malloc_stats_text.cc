@@ -19,11 +19,13 @@ void CollectClassStats(ClassStats* out) {
   // The "thread" column is the front end: thread caches or CPU caches, whichever runs.
   if (g_cpu_cache.active())
     for (size_t cl = 1; cl < kNumClasses; ++cl) thread_counts[cl] += g_cpu_cache.ClassObjects(cl);
+  ForEachCentral([out](CentralFreeList& central, size_t cl) {
+    out[cl].spans += central.num_spans();
+    out[cl].central_free += central.free_objects();
+    out[cl].transfer_free += central.transfer_objects();
+  });
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     ClassStats& c = out[cl];
-    c.spans = g_central[cl].num_spans();
-    c.central_free = g_central[cl].free_objects();
-    c.transfer_free = g_central[cl].transfer_objects();
     c.thread_free = thread_counts[cl];
     size_t total = c.spans * SizeMap::ObjectsPerSpan(cl);
     size_t free_objs = c.central_free + c.transfer_free + c.thread_free;

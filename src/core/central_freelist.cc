@@ -16,6 +16,12 @@ static inline bool TestBit(const uint64_t* bits, size_t i) { return (bits[i >> 6
 static inline void SetBit(uint64_t* bits, size_t i) { bits[i >> 6] |= uint64_t{1} << (i & 63); }
 static inline void ClearBit(uint64_t* bits, size_t i) { bits[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
 
+int CentralShardsFor(int cpus) {
+  int shards = 1;
+  while (shards * 2 <= cpus && shards * 2 <= kMaxCentralShards) shards *= 2;
+  return shards;
+}
+
 void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked) {
   cl_ = cl;
   size_ = static_cast<uint32_t>(SizeMap::ClassSize(cl));
@@ -200,6 +206,7 @@ bool CentralFreeList::Populate() {
   SetSpanLink(p, nullptr);
   span->objects = head;
   span->refcount = 0;
+  span->owner = this;
   lock_.Lock();
   if (checks_ && (span->free_bits = TakeBitmap()) != nullptr) {
     for (uint32_t w = 0; w < objects_per_span_ / 64; ++w) span->free_bits[w] = ~uint64_t{0};
@@ -306,7 +313,7 @@ void* CentralFreeList::InsertRange(void* start, int n) {
   for (int done = 0; done < n;) {
     const int k = n - done < kInsertChunk ? n - done : kInsertChunk;
     obj = LookUpChunk(chunk, obj, &prev, n, done, k);
-    InsertChunk(chunk, k);
+    InsertChunkAtOwners(chunk, k);
     done += k;
   }
   return obj;  // the n-th object's link, read before InsertChunk relinked it
@@ -352,13 +359,44 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
   return obj;
 }
 
+void CentralFreeList::InsertChunkAtOwners(Pending* chunk, int k) {
+  while (k > 0) {
+    // The objects of the first one's owner to the front, in one pass; usually all of them.
+    CentralFreeList* const owner = chunk[0].span->owner;
+    int m = 1;
+    for (int j = 1; j < k; ++j) {
+      if (chunk[j].span->owner != owner) continue;
+      const Pending t = chunk[m];
+      chunk[m++] = chunk[j];
+      chunk[j] = t;
+    }
+    // Read without a lock: a span can change hands only when none of its objects is out,
+    // i.e. this one was not out either (a double free). The owner re-checks under its lock
+    // that the span is still its own; a span that never had an owner of this class cannot
+    // be this object's.
+    if (owner == this) {
+      InsertChunk(chunk, m);
+    } else if (owner != nullptr && owner->cl_ == cl_) {
+      owner->InsertChunk(chunk, m);
+    } else {
+      Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)", kIntoSpans,
+            chunk[0].obj, unsigned{cl_}, size_);
+    }
+    chunk += m;
+    k -= m;
+  }
+}
+
 void CentralFreeList::PrevFreedTwice(void* prev) const {
   // The objects of a chain are looked up before any of them enters its span, so a block
   // that is already free in its span (a double free) is only seen when its link, a span
   // link, decodes to garbage. Name the block rather than the garbage.
   Span* span = pagemap_->GetSpan(PageId::FromPtr(prev));
-  SpinLockHolder h(&lock_);
-  if (span != nullptr && span->sizeclass == cl_ && span->free_bits != nullptr &&
+  const CentralFreeList* owner = this;
+  if (span != nullptr && span->sizeclass == cl_ && span->owner != nullptr && span->owner->cl_ == cl_)
+    owner = span->owner;  // its bits are guarded by its owner's lock
+  SpinLockHolder h(&owner->lock_);
+  if (span != nullptr && span->sizeclass == cl_ && span->owner == owner && span->free_bits != nullptr &&
       TestBit(span->free_bits, IndexOf(reinterpret_cast<uintptr_t>(prev) - span->start_addr())))
     Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, %u bytes)",
           kIntoSpans, prev, unsigned{cl_}, size_);
@@ -378,7 +416,7 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
       // this class's span at obj's place, or its count says so below. A span that holds
       // one object of the chunk cannot go away while this lock is held.
       if (span != valid) {
-        if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse ||
+        if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse || span->owner != this ||
                          reinterpret_cast<uintptr_t>(obj) - span->start_addr() != chunk[i].offset))
           Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)",
                 kIntoSpans, obj, unsigned{cl_}, size_);
@@ -431,7 +469,7 @@ void CentralFreeList::Verify() {
   for (SpanList* list : {&nonempty_, &empty_}) {
     for (Span* s = list->first(); s != nullptr; s = list->NextOf(s)) {
       ++spans;
-      TCM_CHECK(s->location == Span::kInUse && s->sizeclass == cl_);
+      TCM_CHECK(s->location == Span::kInUse && s->sizeclass == cl_ && s->owner == this);
       size_t in_span = 0;
       for (void* o = s->objects; o != nullptr; o = GetSpanLink(o)) {
         TCM_CHECK(pagemap_->GetSpan(PageId::FromPtr(o)) == s);

@@ -13,6 +13,13 @@
 // every decoded link is checked against the span when objects leave it. A failure aborts
 // with the pointer, the class and the operation.
 //
+// Shards: each class has one central list per shard (globals: [shard][class]); a CPU's
+// misses go to the lists of its shard (CentralOf), so threads on different CPUs do not
+// meet on one lock, and an object freed where it was allocated is reused there. A span
+// belongs to the list that carved it (Span::owner): objects that reach another shard's
+// InsertRange go to their span's owner, under the owner's lock. Transfer caches are per
+// shard; a shard's chains go back to their spans when it sits idle (the scavenger).
+//
 // Locking: lock_ guards everything here. Per-object work that needs no shared state (span
 // look-ups, block-start checks, batch checks) runs before it is taken, so threads returning
 // objects of one class overlap in it; under lock_ only the span lists, counts and free bits
@@ -34,6 +41,18 @@
 #include "core/transfer_cache.h"
 
 namespace tcm {
+
+// At most this many shards per class; CentralShardsFor picks how many a machine gets.
+inline constexpr int kMaxCentralShards = 8;
+
+// Shards for a machine with `cpus` possible CPUs: the largest power of two not above
+// min(cpus, kMaxCentralShards) (CPU n uses shard n mod shards), at least 1.
+int CentralShardsFor(int cpus);
+
+class CentralFreeList;
+// The list of class cl in the shard of `cpu` (-1: not known, shard 0), in an array laid out
+// [shard][class] of `shards` shards (a power of two).
+inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl);
 
 class CentralFreeList {
  public:
@@ -123,6 +142,9 @@ class CentralFreeList {
   // last object handled, for messages) into chunk; returns the object after them.
   void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const;
   void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
+  // InsertChunk at each object's span owner: this list's for its own spans, another
+  // shard's for spans carved there (reorders chunk).
+  void InsertChunkAtOwners(Pending* chunk, int k);
   // Takes up to n objects off the spans under lock_, calling sink(obj, i) for the i-th.
   template <typename Sink>
   int TakeFromSpans(int n, Sink sink);
@@ -150,6 +172,11 @@ class CentralFreeList {
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
 };
+
+inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl) {
+  const size_t shard = cpu < 0 ? 0 : static_cast<size_t>(cpu & (shards - 1));
+  return lists[shard * kNumClasses + cl];
+}
 
 }  // namespace tcm
 

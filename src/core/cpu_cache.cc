@@ -8,7 +8,7 @@
 
 namespace tcm {
 
-bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu) {
+bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu, int shards) {
   if (os::CurrentRseqSource() == os::RseqSource::kNone) return false;
   // Without the fence no one could ever drain another CPU's cache safely.
   if (!os::RegisterRseqFence()) return false;
@@ -28,6 +28,7 @@ bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per
     next += max_capacity(cl);
   }
   central_ = central;
+  shards_ = shards;
   max_bytes_.store(max_bytes_per_cpu, std::memory_order_relaxed);
   fence_ok_ = true;
   num_cpus_ = static_cast<uint32_t>(n);
@@ -184,7 +185,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
   // an object handed out later must not carry a pointer to another one (the heap checker
   // scans conservatively).
   void* got_items[kMaxBatch];
-  const int got = central_[cl].RemoveBatch(
+  const int got = Central(cpu, cl).RemoveBatch(
       got_items, cpu >= 0 ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
   if (got == 0) return nullptr;
   void* const start = got_items[0];
@@ -194,7 +195,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
   if (pushed < rest) {
     for (int i = pushed; i + 1 < rest; ++i) SetLink(items[i], items[i + 1]);
     SetLink(items[rest - 1], nullptr);
-    central_[cl].InsertRange(items[pushed], items[rest - 1], rest - pushed);
+    Central(cpu, cl).InsertRange(items[pushed], items[rest - 1], rest - pushed);
   }
   return start;
 }
@@ -214,7 +215,7 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
   items[n++] = p;
   for (int i = 0; i + 1 < n; ++i) SetLink(items[i], items[i + 1]);
   SetLink(items[n - 1], nullptr);
-  central_[cl].InsertRange(items[0], items[n - 1], n);
+  Central(cpu, cl).InsertRange(items[0], items[n - 1], n);
 }
 
 bool CpuCache::IsTopObject(size_t cl, const void* p) {
@@ -263,7 +264,7 @@ void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
       tail = o;
     }
     SetLink(tail, nullptr);
-    central_[cl].InsertRange(head, n);
+    Central(cpu, cl).InsertRange(head, n);
     from = static_cast<uint16_t>(from + n);
   }
 }

@@ -9,12 +9,13 @@ namespace tcm {
 uint64_t Scavenger::NowNs() { return os::MonotonicCoarseNs(); }
 
 void Scavenger::Init(PageHeap* heap, CentralFreeList* central, size_t num_classes,
-                     FrontEndShrinker shrink_idle_front_end) {
+                     FrontEndShrinker shrink_idle_front_end, int shards) {
   // Under lock_: a pass (which reads these after taking lock_) sees all or nothing.
   SpinLockHolder h(&lock_);
   heap_ = heap;
   central_ = central;
   num_classes_ = num_classes;
+  shards_ = shards;
   shrink_idle_front_end_ = shrink_idle_front_end;
 }
 
@@ -67,7 +68,8 @@ size_t Scavenger::Maintain(uint64_t now) {
   passes_.fetch_add(1, std::memory_order_relaxed);
   // Front end first: what it drains lands in the transfer caches and spans below.
   const size_t from_front = shrink_idle_front_end_ != nullptr ? shrink_idle_front_end_(now) : 0;
-  for (size_t cl = 1; cl < num_classes_; ++cl) central_[cl].FlushTransferCacheIfIdle();
+  for (size_t s = 0; s < static_cast<size_t>(shards_); ++s)
+    for (size_t cl = 1; cl < num_classes_; ++cl) central_[s * num_classes_ + cl].FlushTransferCacheIfIdle();
   const uint64_t idle = idle_time();
   size_t released = 0;
   PageHeap::HugeRange collapse[kMaxCollapsePerPass];

@@ -59,9 +59,11 @@ class Scavenger {
 
   constexpr Scavenger() = default;
 
-  // Hands the scavenger its neighbours: the page heap and the central lists of classes
-  // 1..num_classes-1 (central[0] is unused). Before Init, passes do nothing.
-  void Init(PageHeap* heap, CentralFreeList* central, size_t num_classes, FrontEndShrinker shrink_idle_front_end);
+  // Hands the scavenger its neighbours: the page heap and the central lists, `shards`
+  // groups of num_classes (classes 1..num_classes-1; [0] of each is unused). Before Init,
+  // passes do nothing.
+  void Init(PageHeap* heap, CentralFreeList* central, size_t num_classes, FrontEndShrinker shrink_idle_front_end,
+            int shards = 1);
 
   // From slow paths: cheap except every kCallsPerClockRead-th call.
   void OnSlowPath() {
@@ -112,6 +114,7 @@ class Scavenger {
   PageHeap* heap_ = nullptr;
   CentralFreeList* central_ = nullptr;
   size_t num_classes_ = 0;
+  int shards_ = 1;
   FrontEndShrinker shrink_idle_front_end_ = nullptr;
   std::atomic<uint32_t> calls_{0};
   std::atomic<uint64_t> last_run_{0};

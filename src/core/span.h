@@ -12,6 +12,8 @@
 
 namespace tcm {
 
+class CentralFreeList;
+
 struct Span {
   enum Location : uint8_t { kInUse = 0, kNormal = 1, kReturned = 2 };
 
@@ -36,6 +38,9 @@ struct Span {
   uint64_t free_since;
   // A sampled allocation's record (sampler.h); nullptr for every other span.
   struct SampleRecord* sample;
+  // Small-object spans: the central list (of the class's shards) that carved the span and
+  // holds it on its lists; objects freed through another shard come back to it.
+  CentralFreeList* owner;
   // Small-object spans: one bit per object, set while the object is on this span's free
   // list (central_freelist.cc), so a double free that reaches the span is caught. nullptr
   // for 8-byte objects, when hardening is off or when metadata memory ran out (then only the

@@ -4,12 +4,14 @@
 
 #include "core/freelist_link.h"
 #include "platform/os.h"
+#include "platform/rseq.h"
 
 namespace tcm {
 
 
-void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size) {
+void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size, int shards) {
   central_ = central;
+  shards_ = shards;
   registry_ = registry;
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     lists_[cl] = FreeList{nullptr, 0, 1, 0, 0, static_cast<uint32_t>(SizeMap::ClassSize(cl)), 0};
@@ -25,7 +27,8 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   if (want == 0) want = 1;
   void* start;
   void* end;
-  int got = central_[cl].RemoveRange(&start, &end, static_cast<int>(want));
+  CentralFreeList& central = CentralOf(central_, shards_, shards_ > 1 ? os::RseqCurrentCpu() : 0, cl);
+  int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
   // Slow start: grow by one up to a batch, then by whole batches.
   if (l->max_length < batch) {
@@ -49,7 +52,8 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_s
   if (n > l->length) n = l->length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
-  l->head = central_[cl].InsertList(l->head, static_cast<int>(n), to_spans);
+  CentralFreeList& central = CentralOf(central_, shards_, shards_ > 1 ? os::RseqCurrentCpu() : 0, cl);
+  l->head = central.InsertList(l->head, static_cast<int>(n), to_spans);
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
@@ -142,7 +146,7 @@ void ThreadCache::ReleaseAll() {
 
 // ---- registry ----
 
-ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central) {
+ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central, int shards) {
   SpinLockHolder h(&lock_);
   ThreadCache* tc = alloc_.New(arena);
   if (tc == nullptr) return nullptr;
@@ -152,7 +156,7 @@ ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central)
   size_t start = kStartCacheSize;
   if (unclaimed_ < static_cast<intptr_t>(start)) start = unclaimed_ > 0 ? static_cast<size_t>(unclaimed_) : 0;
   unclaimed_ -= static_cast<intptr_t>(start);
-  tc->Init(central, this, start);
+  tc->Init(central, this, start, shards);
   tc->last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   tc->next_ = head_;
   if (head_ != nullptr) head_->prev_ = tc;

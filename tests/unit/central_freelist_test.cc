@@ -445,5 +445,65 @@ TEST_F(CentralFreeListTest, UncheckedListAcceptsWhatTheCheckedOneRejects) {
   Insert(objs, 0, 7);
 }
 
+// Shards: two lists of one class over one heap, as two CPUs' shards are. Objects carved by
+// one and freed through the other go back to the spans of the one that carved them.
+TEST_F(CentralFreeListTest, ObjectsFreedThroughAnotherShardReturnToTheirOwner) {
+  Init(SizeMap::ClassIndex(64));
+  CentralFreeList other;
+  other.Init(static_cast<uint8_t>(cl_), &t_->heap, &t_->pagemap);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(101, &objs), 101);
+  void* const keep = objs.back();  // keeps its span with the owner
+  objs.pop_back();
+  const size_t owner_free = central_->free_objects();
+  for (size_t i = 0; i + 1 < objs.size(); ++i) NextOf(objs[i]) = objs[i + 1];
+  NextOf(objs.back()) = nullptr;
+  other.InsertRange(objs[0], 100);  // straight to the spans: the owner's
+  EXPECT_EQ(other.free_objects(), 0u);
+  EXPECT_EQ(other.num_spans(), 0u);
+  EXPECT_EQ(central_->free_objects(), owner_free + 100);
+  central_->Verify();
+  other.Verify();
+  // A batch parked in the other shard's transfer cache also ends up at the owner.
+  objs.clear();
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl_));
+  ASSERT_EQ(Remove(batch, &objs), batch);
+  for (size_t i = 0; i + 1 < objs.size(); ++i) NextOf(objs[i]) = objs[i + 1];
+  NextOf(objs.back()) = nullptr;
+  const size_t before = central_->free_objects();
+  other.InsertRange(objs.front(), objs.back(), batch);
+  EXPECT_EQ(other.transfer_objects(), static_cast<size_t>(batch));
+  other.FlushTransferCache();
+  EXPECT_EQ(central_->free_objects(), before + static_cast<size_t>(batch));
+  EXPECT_EQ(other.num_spans(), 0u);
+  central_->Verify();
+  other.Verify();
+  NextOf(keep) = nullptr;
+  central_->InsertRange(keep, 1);
+}
+
+TEST_F(CentralFreeListDeathTest, DoubleFreeThroughAnotherShardCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  static CentralFreeList other;
+  other.Init(static_cast<uint8_t>(cl_), &t_->heap, &t_->pagemap);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  Insert(objs, 3, 4);  // objs[3] is free in its span (the owner's) again
+  std::vector<void*> again(objs.begin() + 2, objs.begin() + 5);
+  for (size_t i = 0; i + 1 < again.size(); ++i) NextOf(again[i]) = again[i + 1];
+  NextOf(again.back()) = nullptr;
+  EXPECT_DEATH(other.InsertRange(again[0], 3),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+}
+
+TEST(CentralShards, APowerOfTwoUpToTheCpusAndTheLimit) {
+  EXPECT_EQ(CentralShardsFor(0), 1);
+  EXPECT_EQ(CentralShardsFor(1), 1);
+  EXPECT_EQ(CentralShardsFor(2), 2);
+  EXPECT_EQ(CentralShardsFor(3), 2);
+  EXPECT_EQ(CentralShardsFor(6), 4);
+  EXPECT_EQ(CentralShardsFor(64), kMaxCentralShards);
+}
+
 }  // namespace
 }  // namespace tcm
