@@ -259,6 +259,22 @@ TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
   central_[cl].Verify();
 }
 
+// A small class caches up to 4096 objects on a CPU (a tree of depth 11 of 16-byte nodes),
+// not the 2048 it stopped at.
+TEST_F(CpuCacheTest, SmallClassesCacheUpTo4096Objects) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(16);
+  EXPECT_EQ(cache_->max_capacity(cl), 4096);
+  std::vector<void*> v;
+  for (int i = 0; i < 6000; ++i) v.push_back(Alloc(cl));
+  for (void* p : v) Free(cl, p);
+  EXPECT_GT(cache_->ClassObjects(cl), 2048u);
+  EXPECT_LE(cache_->ClassObjects(cl), 4096u);
+  os::UnpinFromCpus();
+  cache_->DrainAll();
+  central_[cl].Verify();
+}
+
 TEST_F(CpuCacheTest, UnusedCapacityShrinksOnActiveCpus) {
   ASSERT_TRUE(os::PinToCpu(0));
   const size_t cl = SizeMap::ClassIndex(256);
