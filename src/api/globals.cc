@@ -27,6 +27,20 @@ constinit int g_central_shards = 1;
 CentralFreeList& CentralForCaller(size_t cl) {
   return CentralOf(g_central, g_central_shards, os::RseqCurrentCpu(), cl);
 }
+
+// Shards other than 0 are set up when a thread on one of their CPUs first needs them
+// (CentralOf): a shard's lists are ~26 KiB of static data that would otherwise be written,
+// and stay resident, in every process at start-up.
+static constinit SpinLock g_shard_set_up_lock;
+
+static void SetUpShardOf(CentralFreeList* list) {
+  const size_t shard = static_cast<size_t>(list - g_central) / kNumClasses;
+  SpinLockHolder h(&g_shard_set_up_lock);
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    CentralFreeList& c = g_central[shard * kNumClasses + cl];
+    if (!c.ready()) c.Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
+  }
+}
 constinit ThreadCacheRegistry g_caches;
 constinit CpuCache g_cpu_cache;
 constinit Scavenger g_scavenger;
@@ -43,14 +57,15 @@ static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, per-CPU caches by CPU, central lists by shard and
-// class (none is ever taken under another),
-// page heap, samples, guarded pool, arena.
+// Lock order (outermost first): registry, per-CPU caches by CPU, shard set-up, central
+// lists by shard and class (none is ever taken under another), page heap, samples,
+// guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
 // under another allocator lock), so they can come last.
 void LockAll() {
   g_caches.lock()->Lock();
   g_cpu_cache.LockAll();
+  g_shard_set_up_lock.Lock();  // no shard becomes ready (or half ready) across fork
   ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Lock(); });
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
@@ -66,6 +81,7 @@ void UnlockAll() {
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Unlock(); });
+  g_shard_set_up_lock.Unlock();
   g_cpu_cache.UnlockAll();
   g_caches.lock()->Unlock();
 }
@@ -80,6 +96,7 @@ void ResetLocksInChild() {
     c.ResetLockAfterFork();
     c.transfer_cache()->ResetLockAfterFork();
   });
+  g_shard_set_up_lock.ResetAfterFork();
   g_caches.ResetLockAfterFork();
   g_cpu_cache.ResetLocksAfterFork();
   // The child is a new process for membarrier: register it again for the drains' fences.
@@ -129,9 +146,9 @@ void EnsureInitialized() {
   ApplyOptions(g_options);
   // The free-list secret before the first object is linked (freelist_link.h).
   InitLinkSecret(os::Random64());
-  ForEachCentral([](CentralFreeList& c, size_t cl) {
-    c.Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
-  });
+  for (size_t cl = 1; cl < kNumClasses; ++cl)
+    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened);
+  SetCentralSetUp(&SetUpShardOf);
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();

@@ -29,11 +29,15 @@ extern constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
 extern constinit int g_central_shards;
 // The central list of class cl for the calling thread's CPU.
 CentralFreeList& CentralForCaller(size_t cl);
-// Every central list in use, shard by shard, classes 1..kNumClasses-1.
+// Every central list set up so far (shard 0's from start-up, others' on first use), shard
+// by shard, classes 1..kNumClasses-1. One not set up holds nothing and is never written.
 template <typename F>
 void ForEachCentral(F f) {
   for (int s = 0; s < g_central_shards; ++s)
-    for (size_t cl = 1; cl < kNumClasses; ++cl) f(g_central[static_cast<size_t>(s) * kNumClasses + cl], cl);
+    for (size_t cl = 1; cl < kNumClasses; ++cl) {
+      CentralFreeList& c = g_central[static_cast<size_t>(s) * kNumClasses + cl];
+      if (c.ready()) f(c, cl);
+    }
 }
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode

@@ -22,8 +22,17 @@ int CentralShardsFor(int cpus) {
   return shards;
 }
 
+static constinit CentralSetUp g_set_up = nullptr;
+
+void SetCentralSetUp(CentralSetUp set_up) { __atomic_store_n(&g_set_up, set_up, __ATOMIC_RELEASE); }
+
+void CentralFreeList::SetUp() {
+  const CentralSetUp set_up = __atomic_load_n(&g_set_up, __ATOMIC_ACQUIRE);
+  if (set_up == nullptr) Crash("tcmalloc: a central list was used before it was set up");
+  set_up(this);
+}
+
 void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked) {
-  cl_ = cl;
   size_ = static_cast<uint32_t>(SizeMap::ClassSize(cl));
   objects_per_span_ = static_cast<uint32_t>(SizeMap::ObjectsPerSpan(cl));
   heap_ = heap;
@@ -38,6 +47,7 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   const size_t slot_bytes = static_cast<size_t>(TransferCache::slots_for(size_, batch)) * TransferCache::kSlotBytes;
   // Arena memory is fresh mmap: untouched until chains are parked (start-up RSS).
   transfer_.Init(size_, batch, heap->arena()->Alloc(slot_bytes, 64));
+  __atomic_store_n(&cl_, cl, __ATOMIC_RELEASE);  // ready()
 }
 
 void CentralFreeList::NotOfThisClass(void* obj, const char* call) const {

@@ -51,15 +51,24 @@ int CentralShardsFor(int cpus);
 
 class CentralFreeList;
 // The list of class cl in the shard of `cpu` (-1: not known, shard 0), in an array laid out
-// [shard][class] of `shards` shards (a power of two).
+// [shard][class] of `shards` shards (a power of two). A list not set up yet (ready() false)
+// is set up first, by the function SetCentralSetUp installed: the composition root sets up
+// shard 0 at start and the others on first use, so a program that never runs on another
+// shard's CPUs never writes (and keeps resident) those lists.
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl);
+using CentralSetUp = void (*)(CentralFreeList* list);
+void SetCentralSetUp(CentralSetUp set_up);
 
 class CentralFreeList {
  public:
   constexpr CentralFreeList() = default;
 
-  // checked = the hardening checks described above (TCMALLOC_HARDENED).
+  // checked = the hardening checks described above (TCMALLOC_HARDENED). The class is
+  // published last: ready() is true once everything else is in place.
   void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked = true);
+  bool ready() const { return __atomic_load_n(&cl_, __ATOMIC_ACQUIRE) != 0; }
+  // Runs the installed CentralSetUp for this list (crashes if none is installed).
+  TCM_NOINLINE void SetUp();
 
   // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
   // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
@@ -175,7 +184,9 @@ class CentralFreeList {
 
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl) {
   const size_t shard = cpu < 0 ? 0 : static_cast<size_t>(cpu & (shards - 1));
-  return lists[shard * kNumClasses + cl];
+  CentralFreeList& list = lists[shard * kNumClasses + cl];
+  if (TCM_UNLIKELY(!list.ready())) list.SetUp();
+  return list;
 }
 
 }  // namespace tcm

@@ -6,7 +6,8 @@ mode the environment selects (scripts/test.sh runs it per-CPU and TCMALLOC_PER_C
 
 Bounds (KiB), and why (measured at commit time: delta 1008 per-CPU / 968 per-thread, library
 mappings 476 resident of which 176 dirty; before issue 12's start-up work 1540 / 1408, 888,
-280):
+280; with central-list shards, whose lists beyond shard 0 are set up on first use: 992 /
+892, 512 resident, 88 dirty, and +28 dirty when the program also runs on a CPU of shard 1):
   VmHWM(ours) - VmHWM(glibc) <= 1200: our image (text ~120, read-only data and unwind tables
       ~76, dynamic symbols and relocations ~72, data ~200), libgcc_s (~128, which a C program
       on glibc does not map), allocator metadata and the first spans (~100-190 anonymous);

@@ -505,5 +505,44 @@ TEST(CentralShards, APowerOfTwoUpToTheCpusAndTheLimit) {
   EXPECT_EQ(CentralShardsFor(64), kMaxCentralShards);
 }
 
+// Lists of shards other than 0 are set up on first use: CentralOf runs the installed
+// set-up for a list that is not ready, once.
+CentralFreeList g_lazy_lists[2 * kNumClasses];
+testing::TestHeap* g_lazy_heap = nullptr;
+int g_set_ups = 0;
+void SetUpForTest(CentralFreeList* list) {
+  ++g_set_ups;
+  const size_t cl = static_cast<size_t>(list - g_lazy_lists) % kNumClasses;
+  list->Init(static_cast<uint8_t>(cl), &g_lazy_heap->heap, &g_lazy_heap->pagemap);
+}
+
+TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
+  std::unique_ptr<testing::TestHeap> t = testing::TestHeap::Make();
+  g_lazy_heap = t.get();
+  SetCentralSetUp(&SetUpForTest);
+  const size_t cl = SizeMap::ClassIndex(32);
+  EXPECT_FALSE(g_lazy_lists[kNumClasses + cl].ready());
+  CentralFreeList& list = CentralOf(g_lazy_lists, 2, /*cpu=*/3, cl);  // CPU 3: shard 1
+  EXPECT_EQ(&list, &g_lazy_lists[kNumClasses + cl]);
+  EXPECT_TRUE(list.ready());
+  EXPECT_EQ(g_set_ups, 1);
+  EXPECT_EQ(&CentralOf(g_lazy_lists, 2, 1, cl), &list);
+  EXPECT_EQ(g_set_ups, 1);
+  EXPECT_FALSE(g_lazy_lists[cl].ready());  // shard 0's list was never asked for
+  void* start;
+  void* end;
+  ASSERT_EQ(list.RemoveRange(&start, &end, 1), 1);
+  NextOf(start) = nullptr;
+  list.InsertRange(start, 1);
+  list.Verify();
+  SetCentralSetUp(nullptr);
+}
+
+TEST(CentralShardsDeathTest, AListUsedWithoutASetUpCrashes) {
+  static CentralFreeList lists[kNumClasses];
+  SetCentralSetUp(nullptr);
+  EXPECT_DEATH(CentralOf(lists, 1, 0, 1), "a central list was used before it was set up");
+}
+
 }  // namespace
 }  // namespace tcm
