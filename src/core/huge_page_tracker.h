@@ -39,6 +39,9 @@ struct HugePageInfo {
   bool advised = false;   // MADV_HUGEPAGE was applied to it
   bool anonymous = false; // anonymous mmap memory: advice applies
   bool collapse = false;  // advised after its first pages were faulted in: collapse it
+  // Advised MADV_NOHUGEPAGE while partly released: khugepaged (max_ptes_none 511 by
+  // default) would otherwise back the released pages again by collapsing it.
+  bool no_huge = false;
   uint16_t free() const { return static_cast<uint16_t>(kPagesPerHugePage - used - released); }
 };
 

@@ -308,6 +308,22 @@ void PageHeap::AdviseGrowth(PageId start, Length len) {
   advise(start, len, false);
 }
 
+void PageHeap::KeepBrokenHugePagesSmall(PageId start, Length len) {
+  if (len.n == 0) return;
+  // Only the two end huge pages of a run can be partly released by it; the ones between
+  // are whole (released whole or reused whole): look at each, the ends decide.
+  for (uintptr_t hp = HugePageOf(start); hp <= HugePageOf(start + len - Length{1}); ++hp) {
+    HugePageInfo* h = huge_.FindMutable(HugePageStart(hp));
+    if (h == nullptr || !h->advised) continue;
+    const bool broken = h->released != 0 && h->released != kPagesPerHugePage;
+    if (broken == h->no_huge) continue;
+    void* p = HugePageStart(hp).ptr();
+    if (broken ? system_->AdviseNoHugePages(p, kHugePageSize)
+               : system_->AdviseHugePages(p, kHugePageSize, SystemAllocator::kMmap))
+      h->no_huge = broken;
+  }
+}
+
 size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max) {
   if (collapse_pending_ == 0) return 0;
   size_t n = 0;

@@ -210,8 +210,13 @@ class PageHeap {
     if (huge_aware_) huge_.AddUsed(start, len, sign);
   }
   void TrackReleased(PageId start, Length len, int sign) {
-    if (huge_aware_) huge_.AddReleased(start, len, sign);
+    if (!huge_aware_) return;
+    huge_.AddReleased(start, len, sign);
+    KeepBrokenHugePagesSmall(start, len);
   }
+  // Advised huge pages in [start, start+len) that are partly released get MADV_NOHUGEPAGE,
+  // and get MADV_HUGEPAGE back once none or all of their pages are released.
+  void KeepBrokenHugePagesSmall(PageId start, Length len);
   // Returns the free run that holds the new memory (merged with its free neighbours), or
   // nullptr when the system gave nothing.
   Span* GrowHeap(Length n);

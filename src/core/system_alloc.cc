@@ -68,6 +68,10 @@ bool SystemAllocator::AdviseHugePages(void* p, size_t bytes, Source from) {
   return true;
 }
 
+bool SystemAllocator::AdviseNoHugePages(void* p, size_t bytes) {
+  return thp_available() && os::AdviseNoHugePages(p, bytes);
+}
+
 bool SystemAllocator::CollapseHugePages(void* p, size_t bytes) {
   if (!thp_available() || !os::CollapseHugePages(p, bytes)) return false;
   collapsed_bytes_.fetch_add(bytes, std::memory_order_relaxed);

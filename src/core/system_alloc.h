@@ -61,6 +61,9 @@ class SystemAllocator {
   // nothing done) when THP is unavailable or the source is not anonymous mmap memory.
   bool AdviseHugePages(void* p, size_t bytes, Source from);
   size_t advised_bytes() const { return advised_bytes_; }
+  // Takes the advice back (MADV_NOHUGEPAGE) from [p, p+bytes), advised memory; false if THP
+  // is unavailable or the kernel refused.
+  bool AdviseNoHugePages(void* p, size_t bytes);
   // Collapses [p, p+bytes) (advised anonymous memory) into huge pages now; false if THP is
   // unavailable or the kernel refused. Callable without any lock (no state but a counter).
   bool CollapseHugePages(void* p, size_t bytes);

@@ -80,6 +80,11 @@ bool AdviseHugePages(void* p, size_t bytes) {
   return madvise(p, bytes, MADV_HUGEPAGE) == 0;
 }
 
+bool AdviseNoHugePages(void* p, size_t bytes) {
+  ErrnoKeeper keep;
+  return madvise(p, bytes, MADV_NOHUGEPAGE) == 0;
+}
+
 bool CollapseHugePages(void* p, size_t bytes) {
 #ifndef MADV_COLLAPSE
   constexpr int MADV_COLLAPSE = 25;

@@ -41,6 +41,8 @@ bool ReleasePages(void* p, size_t bytes);
 // Asks the kernel to back [p, p+bytes) (anonymous, 2 MiB aligned for effect) with
 // transparent huge pages (MADV_HUGEPAGE). False if the kernel refused or lacks THP.
 bool AdviseHugePages(void* p, size_t bytes);
+// The opposite (MADV_NOHUGEPAGE): khugepaged leaves [p, p+bytes) alone. False if refused.
+bool AdviseNoHugePages(void* p, size_t bytes);
 // Makes the kernel back [p, p+bytes) with huge pages now, copying the small pages already
 // there (MADV_COLLAPSE, Linux 6.1). Slow (a copy per huge page): for memory that is mostly
 // in use and was faulted in before it was advised. False if refused or unsupported.
