@@ -662,7 +662,7 @@ HeapTotals ComputeTotals() {
     t.unmapped_bytes = s.unmapped_bytes;
     t.in_use_spans = s.in_use_spans;
   }
-  ForEachCentral([&t](CentralFreeList& c, size_t cl) {
+  ForEachCentral([&t](const CentralFreeList& c, size_t cl) {
     // The tail of each span that holds no whole object belongs to the central list too:
     // the application never sees it, so it must not count as in use.
     const size_t tail = SizeMap::ClassPages(cl) * kPageSize - SizeMap::ObjectsPerSpan(cl) * SizeMap::ClassSize(cl);

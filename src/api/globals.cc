@@ -33,7 +33,7 @@ CentralFreeList& CentralForCaller(size_t cl) {
 // and stay resident, in every process at start-up.
 static constinit SpinLock g_shard_set_up_lock;
 
-static void SetUpShardOf(CentralFreeList* list) {
+static void SetUpShardOf(const CentralFreeList* list) {
   const size_t shard = static_cast<size_t>(list - g_central) / kNumClasses;
   SpinLockHolder h(&g_shard_set_up_lock);
   for (size_t cl = 1; cl < kNumClasses; ++cl) {

@@ -19,7 +19,7 @@ void CollectClassStats(ClassStats* out) {
   // The "thread" column is the front end: thread caches or CPU caches, whichever runs.
   if (g_cpu_cache.active())
     for (size_t cl = 1; cl < kNumClasses; ++cl) thread_counts[cl] += g_cpu_cache.ClassObjects(cl);
-  ForEachCentral([out](CentralFreeList& central, size_t cl) {
+  ForEachCentral([out](const CentralFreeList& central, size_t cl) {
     out[cl].spans += central.num_spans();
     out[cl].central_free += central.free_objects();
     out[cl].transfer_free += central.transfer_objects();

@@ -372,10 +372,14 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
 void CentralFreeList::InsertChunkAtOwners(Pending* chunk, int k) {
   while (k > 0) {
     // The objects of the first one's owner to the front, in one pass; usually all of them.
-    CentralFreeList* const owner = chunk[0].span->owner;
+    const Span* const first = chunk[0].span;
+    if (first == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
+    CentralFreeList* const owner = first->owner;
     int m = 1;
     for (int j = 1; j < k; ++j) {
-      if (chunk[j].span->owner != owner) continue;
+      const Span* const span = chunk[j].span;
+      if (span == nullptr) __builtin_unreachable();
+      if (span->owner != owner) continue;
       const Pending t = chunk[m];
       chunk[m++] = chunk[j];
       chunk[j] = t;

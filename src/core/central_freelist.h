@@ -56,7 +56,7 @@ class CentralFreeList;
 // shard 0 at start and the others on first use, so a program that never runs on another
 // shard's CPUs never writes (and keeps resident) those lists.
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl);
-using CentralSetUp = void (*)(CentralFreeList* list);
+using CentralSetUp = void (*)(const CentralFreeList* list);  // which list: sets up its shard
 void SetCentralSetUp(CentralSetUp set_up);
 
 class CentralFreeList {

@@ -510,10 +510,10 @@ TEST(CentralShards, APowerOfTwoUpToTheCpusAndTheLimit) {
 CentralFreeList g_lazy_lists[2 * kNumClasses];
 testing::TestHeap* g_lazy_heap = nullptr;
 int g_set_ups = 0;
-void SetUpForTest(CentralFreeList* list) {
+void SetUpForTest(const CentralFreeList* list) {
   ++g_set_ups;
-  const size_t cl = static_cast<size_t>(list - g_lazy_lists) % kNumClasses;
-  list->Init(static_cast<uint8_t>(cl), &g_lazy_heap->heap, &g_lazy_heap->pagemap);
+  const size_t i = static_cast<size_t>(list - g_lazy_lists);
+  g_lazy_lists[i].Init(static_cast<uint8_t>(i % kNumClasses), &g_lazy_heap->heap, &g_lazy_heap->pagemap);
 }
 
 TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
