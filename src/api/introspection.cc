@@ -68,6 +68,9 @@ void ForEachAllocatorStatic(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), v
   range(&g_cpu_cache, sizeof(g_cpu_cache));
   // The per-CPU slabs hold pointers to free objects only.
   if (g_cpu_cache.active()) range(g_cpu_cache.slabs_, g_cpu_cache.slab_region_bytes());
+  // Metadata (spans, thread caches, transfer cache slots, sample records, guarded slots):
+  // its stale words point at objects that may be live since (arena.h).
+  g_arena.ForEachChunk(fn, ctx);
 }
 
 }  // namespace tcm::introspection

@@ -8,6 +8,7 @@
 #define TCMALLOC_ARENA_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/spinlock.h"
 
@@ -26,13 +27,25 @@ class Arena {
   void ResetLockAfterFork() { lock_.ResetAfterFork(); }
   SpinLock* lock() { return &lock_; }
 
+  // Calls fn(lo, hi, ctx) for every chunk obtained so far, newest first. No lock: chunks
+  // are only ever added, at the head, and never change or go away (the heap checker calls
+  // it with every allocator lock held). Metadata is never a program's reference: stale
+  // words in it (a transfer cache slot of a chain since handed out, a dead thread cache's
+  // list head) point at objects that may be live, and must not keep them "reachable".
+  void ForEachChunk(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), void* ctx) const;
+
  private:
+  struct ChunkHeader {  // at the start of each chunk
+    const ChunkHeader* next;
+    size_t bytes;
+  };
   static constexpr size_t kChunk = 128 * 1024;
   SpinLock lock_;
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t reserved_ = 0;
   size_t used_ = 0;
+  const ChunkHeader* chunks_ = nullptr;  // newest first; published with a release store
 };
 
 // A free list of T objects over an Arena. Not thread-safe: the owner's lock guards it.

@@ -32,6 +32,7 @@ SCENARIOS = {
     "lost": {"*": (3000, 3)},
     "cycle": {"*": (256, 4)},
     "stale_stack": {"*": (1234, 1)},          # stale stack copies must not become roots
+    "transfer_slots": {"*": (4800000, 100000)},  # nor stale words in the allocator's metadata
     "thread_exited": {"*": (4000, 8)},
     "thread_alive": {"*": (600, 2)},
     "interior_far": {"*": (4096, 1)},          # the only pointer is 2048 bytes inside

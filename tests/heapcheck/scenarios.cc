@@ -105,6 +105,20 @@ __attribute__((noinline)) void LeaveStaleCopies() {
   g_sink = nullptr;
 }
 
+// Frees 100 000 blocks of 48 bytes (the front end overflows into the transfer cache in
+// chains), allocates as many again (the chains come back out; the transfer cache's slots
+// keep their stale heads and tails) and leaks them all. The allocator's metadata is not a
+// reference: every one of them must be reported.
+constexpr int kRecycled = 100000;
+__attribute__((noinline)) void LeakThroughTheTransferCache() {
+  void** held = static_cast<void**>(malloc(kRecycled * sizeof(void*)));
+  for (int i = 0; i < kRecycled; ++i) held[i] = malloc(48);
+  for (int i = 0; i < kRecycled; ++i) free(held[i]);
+  for (int i = 0; i < kRecycled; ++i) held[i] = malloc(48);
+  free(Keep(held));  // the only pointers to the new blocks, in a freed block
+  g_sink = nullptr;
+}
+
 // Blocks the calling thread forever (it stays alive at exit).
 [[noreturn]] void BlockForever() {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -407,6 +421,8 @@ ConstructorLeak g_constructor_leak;
 int Run(const std::string& s) {
   if (s == "lost") {
     Deep(&LostThree);
+  } else if (s == "transfer_slots") {
+    Deep(&LeakThroughTheTransferCache);
   } else if (s == "stale_stack") {
     LeaveStaleCopies();
   } else if (s == "cycle") {

@@ -93,6 +93,33 @@ TEST(Arena, LargeRequestsBiggerThanAChunk) {
   EXPECT_TRUE(AllZero(after, 32));
 }
 
+// The heap checker leaves metadata out of its roots by these ranges: every block handed
+// out lies in one of them, and together they are what was reserved.
+TEST(Arena, ChunksCoverEveryBlockAndAddUpToWhatWasReserved) {
+  Arena arena;
+  std::vector<std::pair<uintptr_t, uintptr_t>> blocks;
+  for (size_t bytes : {size_t{64}, size_t{100} * 1024, size_t{300} * 1024, size_t{48}, size_t{4096}}) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(arena.Alloc(bytes, bytes == 4096 ? 4096 : 16));
+    ASSERT_NE(p, 0u);
+    blocks.push_back({p, p + bytes});
+  }
+  std::vector<std::pair<uintptr_t, uintptr_t>> chunks;
+  arena.ForEachChunk(
+      [](uintptr_t lo, uintptr_t hi, void* ctx) {
+        static_cast<std::vector<std::pair<uintptr_t, uintptr_t>>*>(ctx)->push_back({lo, hi});
+      },
+      &chunks);
+  size_t total = 0;
+  for (const auto& c : chunks) total += c.second - c.first;
+  EXPECT_EQ(total, arena.bytes_reserved());
+  for (const auto& b : blocks) {
+    bool inside = false;
+    for (const auto& c : chunks) inside |= c.first <= b.first && b.second <= c.second;
+    EXPECT_TRUE(inside) << "block at " << b.first << " in no chunk";
+  }
+  ExpectDisjoint(chunks);
+}
+
 TEST(Arena, ConcurrentAllocationsAreDisjoint) {
   Arena arena;
   constexpr int kThreads = 4, kPerThread = 2000;
