@@ -343,6 +343,7 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
+  if (is("tcmalloc.central_shards")) return *value = static_cast<size_t>(g_central_shards), true;
   if (strncmp(name, "tcmalloc.hugepage_", 18) == 0) {
     const HugePageSnapshot snap = TakeHugePageSnapshot();
     const HugePageStats& h = snap.pages;

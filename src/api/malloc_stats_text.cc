@@ -59,6 +59,10 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   } else {
     out->Printf("MALLOC:                             Per-thread cache mode (per-CPU caches off or unsupported)\n");
   }
+  int shards_set_up = 0;
+  for (int s = 0; s < g_central_shards; ++s) shards_set_up += g_central[static_cast<size_t>(s) * kNumClasses + 1].ready();
+  out->Printf("MALLOC:   %12d              Central-list shards (%d set up; CPU n uses shard n mod %d)\n",
+              g_central_shards, shards_set_up, g_central_shards);
   out->Printf("MALLOC:   %12zu              Tcmalloc page size\n", kPageSize);
   out->Printf("MALLOC:   %12.1f%%             Overhead (everything but bytes in use, of physical)\n",
               physical == 0 ? 0.0 : 100.0 * static_cast<double>(overhead) / static_cast<double>(physical));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -62,7 +63,7 @@ TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
                          "tcmalloc.sample_parameter", "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit",
                          "tcmalloc.background_release", "tcmalloc.scavenger_passes",
                          "tcmalloc.scavenger_released_bytes", "tcmalloc.per_cpu_caches_active",
-                         "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free"};
+                         "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free", "tcmalloc.central_shards"};
   for (const char* n : names) Prop(n);
   size_t v = 12345;
   EXPECT_FALSE(Ext()->GetNumericProperty("tcmalloc.no_such_property", &v));
@@ -136,6 +137,22 @@ TEST(FrontEnd, TheModeIsTheOneAskedForAndGetStatsSaysIt) {
   Ext()->GetStats(buf, sizeof(buf));
   EXPECT_NE(strstr(buf, PerCpu() ? "CPU caches (per-CPU mode" : "Per-thread cache mode"), nullptr) << buf;
   EXPECT_NE(strstr(buf, "Bytes in per-CPU cache freelists"), nullptr);
+}
+
+// Central lists come in shards: a power of two, at most 8, at most the CPUs there can be
+// (this machine has two), and GetStats says how many.
+TEST(FrontEnd, CentralListShardsArePerCpuAndGetStatsSaysSo) {
+  const size_t shards = Prop("tcmalloc.central_shards");
+  EXPECT_GE(shards, 1u);
+  EXPECT_LE(shards, 8u);
+  EXPECT_EQ(shards & (shards - 1), 0u) << shards;
+  EXPECT_LE(shards, static_cast<size_t>(sysconf(_SC_NPROCESSORS_CONF)));
+  if (sysconf(_SC_NPROCESSORS_CONF) >= 2) {
+    EXPECT_GE(shards, 2u);
+  }
+  char buf[8192];
+  Ext()->GetStats(buf, sizeof(buf));
+  EXPECT_NE(strstr(buf, "Central-list shards ("), nullptr) << buf;
 }
 
 TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {
