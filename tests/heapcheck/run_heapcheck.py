@@ -313,13 +313,17 @@ class Runner:
     def real(self, what, cmd, env=None, cwd=None, stdin_path=None, allow_confirmed=False, explain=None):
         # Commands that change files (git commit) are confirmed on a copy of the tree as it
         # was before the checked run.
-        before = None
-        if cwd is not None and allow_confirmed:
-            before = cwd + ".before"
-            shutil.rmtree(before, ignore_errors=True)
-            shutil.copytree(cwd, before, symlinks=True)
-        with open(stdin_path or os.devnull) as stdin:
-            p = self.run(cmd, level="normal", env=env, cwd=cwd, stdin=stdin, timeout=300)
+        def checked_run(where):
+            with open(stdin_path or os.devnull) as stdin:
+                return self.run(cmd, level="normal", env=env, cwd=where, stdin=stdin, timeout=300)
+
+        def fresh_copy(src, dst):
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=True)
+            return dst
+
+        before = fresh_copy(cwd, cwd + ".before") if cwd is not None and allow_confirmed else None
+        p = checked_run(cwd)
         m = SUMMARY.search(p.stderr)
         if m is None:
             self.check(p.returncode == 0, f"{what}: no leak report, exit 0", p)
@@ -341,11 +345,7 @@ class Runner:
             # CI it ran at other moments), so a conservative scan can miss a leak now and
             # then: run once more on a fresh copy. A leak valgrind does not see (a false
             # report) fails at once; a miss that repeats fails too.
-            again = before + ".again"
-            shutil.rmtree(again, ignore_errors=True)
-            shutil.copytree(before, again, symlinks=True)
-            with open(stdin_path or os.devnull) as stdin:
-                q = self.run(cmd, level="normal", env=env, cwd=again, stdin=stdin, timeout=300)
+            q = checked_run(fresh_copy(before, before + ".again"))
             m2 = SUMMARY.search(q.stderr)
             got2 = (int(m2.group(2)), int(m2.group(3))) if m2 else (0, 0)
             print(f"NOTE {what}: reported {got} of valgrind's {vg}; once more: {got2}")

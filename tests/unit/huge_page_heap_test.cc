@@ -83,6 +83,27 @@ class HugeHeapTest : public ::testing::Test {
   std::unique_ptr<testing::TestHeap> t_ = testing::TestHeap::Make();
 };
 
+// The VmFlags of the mapping holding addr, as the kernel shows them in /proc/self/smaps.
+std::string VmFlagsAt(const void* addr) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "";
+  char line[512];
+  bool inside = false;
+  std::string flags;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line;
+      break;
+    }
+  }
+  fclose(f);
+  return flags;
+}
+
 TEST_F(HugeHeapTest, GrowsInWholeAlignedHugePages) {
   Span* a = New(1);
   ASSERT_NE(a, nullptr);
@@ -271,47 +292,11 @@ TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
     bytes += ranges[i].bytes;
   }
   EXPECT_GT(bytes, 0u);
-  // The kernel's view: the heap's mapping carries the advice ("hg" in VmFlags).
-  // The mapping holding the last span (mappings merge, so found by containment).
-  FILE* f = fopen("/proc/self/smaps", "r");
-  ASSERT_NE(f, nullptr);
-  char line[512];
-  bool inside = false, advised = false;
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(spans.back()->start_ptr());
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-      inside = addr >= lo && addr < hi;
-    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-      advised = strstr(line, " hg") != nullptr;
-      break;
-    }
-  }
-  fclose(f);
+  // The kernel's view: the heap's mapping holding the last span carries the advice.
+  const bool advised = VmFlagsAt(spans.back()->start_ptr()).find(" hg") != std::string::npos;
   EXPECT_TRUE(advised) << "the heap's memory is not advised MADV_HUGEPAGE";
   for (Span* sp : spans) Delete(sp);
   Check();
-}
-
-// The VmFlags of the mapping holding addr, as the kernel shows them in /proc/self/smaps.
-std::string VmFlagsAt(const void* addr) {
-  FILE* f = fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return "";
-  char line[512];
-  bool inside = false;
-  std::string flags;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-      inside = a >= lo && a < hi;
-    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-      flags = line;
-      break;
-    }
-  }
-  fclose(f);
-  return flags;
 }
 
 // A huge page broken by a release is advised MADV_NOHUGEPAGE, so that khugepaged (which
