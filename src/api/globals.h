@@ -33,11 +33,7 @@ CentralFreeList& CentralForCaller(size_t cl);
 // by shard, classes 1..kNumClasses-1. One not set up holds nothing and is never written.
 template <typename F>
 void ForEachCentral(F f) {
-  for (int s = 0; s < g_central_shards; ++s)
-    for (size_t cl = 1; cl < kNumClasses; ++cl) {
-      CentralFreeList& c = g_central[static_cast<size_t>(s) * kNumClasses + cl];
-      if (c.ready()) f(c, cl);
-    }
+  ForEachReadyCentral(g_central, g_central_shards, kNumClasses, f);
 }
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode

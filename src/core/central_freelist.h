@@ -182,6 +182,16 @@ class CentralFreeList {
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
 };
 
+// Calls f(list, cl) for every list of `lists` ([shard][class], `shards` groups of
+// num_classes) that is set up, classes 1..num_classes-1: one not set up holds nothing and
+// is never written.
+template <typename F>
+void ForEachReadyCentral(CentralFreeList* lists, int shards, size_t num_classes, F f) {
+  for (size_t s = 0; s < static_cast<size_t>(shards); ++s)
+    for (size_t cl = 1; cl < num_classes; ++cl)
+      if (lists[s * num_classes + cl].ready()) f(lists[s * num_classes + cl], cl);
+}
+
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl) {
   const size_t shard = cpu < 0 ? 0 : static_cast<size_t>(cpu & (shards - 1));
   CentralFreeList& list = lists[shard * kNumClasses + cl];

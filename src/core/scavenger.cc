@@ -68,9 +68,8 @@ size_t Scavenger::Maintain(uint64_t now) {
   passes_.fetch_add(1, std::memory_order_relaxed);
   // Front end first: what it drains lands in the transfer caches and spans below.
   const size_t from_front = shrink_idle_front_end_ != nullptr ? shrink_idle_front_end_(now) : 0;
-  for (size_t s = 0; s < static_cast<size_t>(shards_); ++s)
-    for (size_t cl = 1; cl < num_classes_; ++cl)
-      if (central_[s * num_classes_ + cl].ready()) central_[s * num_classes_ + cl].FlushTransferCacheIfIdle();
+  ForEachReadyCentral(central_, shards_, num_classes_,
+                      [](CentralFreeList& c, size_t) { c.FlushTransferCacheIfIdle(); });
   const uint64_t idle = idle_time();
   size_t released = 0;
   PageHeap::HugeRange collapse[kMaxCollapsePerPass];
