@@ -232,6 +232,12 @@ bool CentralFreeList::Populate() {
 template <typename Sink>
 int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   SpinLockHolder h(&lock_);
+  // In locals: the sink stores into objects, which as far as the compiler knows may be
+  // these members or the span's fields, so it would reload them for every object.
+  const bool checks = checks_;
+  const size_t size = size_;
+  const uint64_t reciprocal = reciprocal_;
+  const size_t limit = static_cast<size_t>(objects_per_span_) * size;
   int got = 0;
   int counted = 0;  // objects already taken off free_objects_
   while (got < n) {
@@ -247,29 +253,31 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
     // a free block of this span (the head was checked as the link that led to it, or as it
     // came in); each object's index rides along to the next iteration.
     const uintptr_t base = span->start_addr();
-    const size_t limit = static_cast<size_t>(objects_per_span_) * size_;
-    size_t index = checks_ ? IndexOf(reinterpret_cast<uintptr_t>(span->objects) - base) : 0;
-    while (got < n && span->objects != nullptr) {
-      void* obj = span->objects;
-      void* next = GetSpanLink(obj);
-      if (checks_) {
+    uint64_t* const bits = span->free_bits;
+    void* obj = span->objects;
+    const int first = got;
+    size_t index = checks ? (((reinterpret_cast<uintptr_t>(obj) - base) * reciprocal) >> SizeMap::kIndexShift) : 0;
+    while (got < n && obj != nullptr) {
+      void* const next = GetSpanLink(obj);
+      if (checks) {
         size_t next_index = 0;
         if (next != nullptr) {
           const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
-          next_index = IndexOf(offset < limit ? offset : 0);
-          if (TCM_UNLIKELY(offset >= limit || next_index * size_ != offset ||
-                           (span->free_bits != nullptr && !TestBit(span->free_bits, next_index))))
+          next_index = ((offset < limit ? offset : 0) * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
+          if (TCM_UNLIKELY(offset >= limit || next_index * size != offset ||
+                           (bits != nullptr && !TestBit(bits, next_index))))
             BadLink(obj, next);
         }
-        if (span->free_bits != nullptr) ClearBit(span->free_bits, index);
+        if (bits != nullptr) ClearBit(bits, index);
         index = next_index;
       }
-      span->objects = next;
-      ++span->refcount;
       sink(obj, got);
       ++got;
+      obj = next;
     }
-    if (span->objects == nullptr) {
+    span->objects = obj;
+    span->refcount += static_cast<uint32_t>(got - first);
+    if (obj == nullptr) {
       SpanList::Remove(span);
       empty_.PushFront(span);
     }
@@ -322,16 +330,26 @@ void* CentralFreeList::InsertRange(void* start, int n) {
   void* prev = nullptr;
   for (int done = 0; done < n;) {
     const int k = n - done < kInsertChunk ? n - done : kInsertChunk;
-    obj = LookUpChunk(chunk, obj, &prev, n, done, k);
-    InsertChunkAtOwners(chunk, k);
+    bool all_own;
+    obj = LookUpChunk(chunk, obj, &prev, n, done, k, &all_own);
+    // Usually every span is this list's own (one shard, or objects freed where they were
+    // allocated): no sorting by owner.
+    if (all_own) InsertChunk(chunk, k); else InsertChunkAtOwners(chunk, k);
     done += k;
   }
   return obj;  // the n-th object's link, read before InsertChunk relinked it
 }
 
-void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const {
+void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k,
+                                   bool* all_own) const {
   // Objects of one batch mostly share a page: the span and its base are looked up once
-  // per page, not per object.
+  // per page, not per object. Members in locals: the stores to chunk could alias them.
+  const bool checks = checks_;
+  const uint8_t cl = cl_;
+  const size_t size = size_;
+  const size_t objects = objects_per_span_;
+  const uint64_t reciprocal = reciprocal_;
+  bool own = true;
   uintptr_t cached_page = ~uintptr_t{0};
   Span* span = nullptr;
   uintptr_t base = 0;
@@ -344,19 +362,20 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
       // for other pages); such a span is either not of this class or does not cover obj,
       // which the offset check below and InsertChunk's re-check under the lock catch.
       span = pagemap_->GetSpan(PageId::FromPtr(obj));
-      if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl_)) {
-        if (!checks_) Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl_});
+      if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl)) {
+        if (!checks) Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl});
         if (done + i > 0) PrevFreedTwice(*prev);
         NotOfThisClass(obj, kIntoSpans);
       }
+      own = own && span->owner == this;
       base = span->start_addr();
       cached_page = page;
     }
     const size_t offset = addr - base;
     size_t index = 0;
-    if (checks_) {
-      index = IndexOf(offset);
-      if (TCM_UNLIKELY(index * size_ != offset || index >= objects_per_span_)) {
+    if (checks) {
+      index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
+      if (TCM_UNLIKELY(index * size != offset || index >= objects)) {
         if (done + i > 0) PrevFreedTwice(*prev);
         NotABlockStart(obj, offset, kIntoSpans);
       }
@@ -366,6 +385,7 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
     *prev = obj;
     obj = GetLink(obj);
   }
+  *all_own = own;
   return obj;
 }
 
@@ -376,13 +396,22 @@ void CentralFreeList::InsertChunkAtOwners(Pending* chunk, int k) {
     if (first == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
     CentralFreeList* const owner = first->owner;
     int m = 1;
+    const Span* seen = first;  // owner looked up once per run of one span
+    bool seen_is_owners = true;
     for (int j = 1; j < k; ++j) {
       const Span* const span = chunk[j].span;
       if (span == nullptr) __builtin_unreachable();
-      if (span->owner != owner) continue;
-      const Pending t = chunk[m];
-      chunk[m++] = chunk[j];
-      chunk[j] = t;
+      if (span != seen) {
+        seen = span;
+        seen_is_owners = span->owner == owner;
+      }
+      if (!seen_is_owners) continue;
+      if (m != j) {
+        const Pending t = chunk[m];
+        chunk[m] = chunk[j];
+        chunk[j] = t;
+      }
+      ++m;
     }
     // Read without a lock: a span can change hands only when none of its objects is out,
     // i.e. this one was not out either (a double free). The owner re-checks under its lock
@@ -420,46 +449,57 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
   Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
   {
     SpinLockHolder h(&lock_);
-    const Span* valid = nullptr;  // the last span seen to be still this class's, at its place
-    for (int i = 0; i < k; ++i) {
-      void* const obj = chunk[i].obj;
+    // A chunk's objects mostly come in runs of one span: each run is linked in front of its
+    // span's list in locals and stored once.
+    for (int i = 0; i < k;) {
       Span* const span = chunk[i].span;
       if (span == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
       // The look-up ran without the lock: a span can go away meanwhile only if none of its
       // objects is out, i.e. obj was not out either (a double free); then it is no longer
       // this class's span at obj's place, or its count says so below. A span that holds
       // one object of the chunk cannot go away while this lock is held.
-      if (span != valid) {
-        if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse || span->owner != this ||
-                         reinterpret_cast<uintptr_t>(obj) - span->start_addr() != chunk[i].offset))
-          Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)",
+      if (TCM_UNLIKELY(span->sizeclass != cl_ || span->location != Span::kInUse || span->owner != this ||
+                       reinterpret_cast<uintptr_t>(chunk[i].obj) - span->start_addr() != chunk[i].offset))
+        Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)", kIntoSpans,
+              chunk[i].obj, unsigned{cl_}, size_);
+      uint64_t* const bits = span->free_bits;
+      void* const old_head = span->objects;
+      void* head = old_head;
+      uint32_t refcount = span->refcount;
+      const int first = i;
+      do {
+        void* const obj = chunk[i].obj;
+        if (TCM_UNLIKELY(refcount == 0))
+          Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
                 kIntoSpans, obj, unsigned{cl_}, size_);
-        valid = span;
-      }
-      if (TCM_UNLIKELY(span->refcount == 0))
-        Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
-              kIntoSpans, obj, unsigned{cl_}, size_);
-      if (span->free_bits != nullptr) {
-        const size_t index = chunk[i].index;
-        if (TCM_UNLIKELY(TestBit(span->free_bits, index)))
-          Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
-                "%u bytes)",
-                kIntoSpans, obj, unsigned{cl_}, size_);
-        SetBit(span->free_bits, index);
-      }
-      if (span->objects == nullptr) {
+        if (bits != nullptr) {
+          const size_t index = chunk[i].index;
+          if (TCM_UNLIKELY(TestBit(bits, index)))
+            Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
+                  "%u bytes)",
+                  kIntoSpans, obj, unsigned{cl_}, size_);
+          SetBit(bits, index);
+        }
+        SetSpanLink(obj, head);
+        head = obj;
+        --refcount;
+        ++i;
+        // A span whose last object came back ends the run: a later object of it in this
+        // chunk is a double free, caught as a new run (its count is 0).
+      } while (i < k && chunk[i].span == span && refcount != 0);
+      if (old_head == nullptr) {
         SpanList::Remove(span);
         nonempty_.PushFront(span);
       }
-      SetSpanLink(obj, span->objects);
-      span->objects = obj;
-      ++free_objects_;
-      if (--span->refcount == 0) {
+      span->objects = head;
+      span->refcount = refcount;
+      free_objects_ += static_cast<size_t>(i - first);
+      if (refcount == 0) {
         SpanList::Remove(span);
         free_objects_ -= objects_per_span_;
         --num_spans_;
-        if (span->free_bits != nullptr) {
-          GiveBackBitmap(span->free_bits);
+        if (bits != nullptr) {
+          GiveBackBitmap(bits);
           span->free_bits = nullptr;
         }
         span->next = to_release;

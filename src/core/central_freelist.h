@@ -148,8 +148,9 @@ class CentralFreeList {
   };
   static constexpr int kInsertChunk = 64;
   // Validates the k objects of the chain from obj (done of n already handled; *prev is the
-  // last object handled, for messages) into chunk; returns the object after them.
-  void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k) const;
+  // last object handled, for messages) into chunk; returns the object after them. Sets
+  // *all_own when every object's span was (when looked at) this list's own.
+  void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k, bool* all_own) const;
   void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
   // InsertChunk at each object's span owner: this list's for its own spans, another
   // shard's for spans carved there (reorders chunk).

@@ -191,6 +191,16 @@ void* CpuCache::AllocateMiss(size_t cl) {
   void* const start = got_items[0];
   void** const items = got_items + 1;
   const int rest = got - 1;
+  // The slab is a stack: pushed reversed, the objects are handed out in the batch's order,
+  // which is the order they were freed in, newest first, or address order for a fresh span.
+  // Pushed as they come, a tree built from fresh spans would get descending addresses,
+  // which the program then walks against the hardware prefetcher (binary trees' own code
+  // ran 2.5x slower).
+  for (int i = 0, j = rest - 1; i < j; ++i, --j) {
+    void* const t = items[i];
+    items[i] = items[j];
+    items[j] = t;
+  }
   const int pushed = rest > 0 ? PushBatch(cl, items, rest) : 0;
   if (pushed < rest) {
     for (int i = pushed; i + 1 < rest; ++i) SetLink(items[i], items[i + 1]);
@@ -212,10 +222,12 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
     // together, so the next frees find room.
     n = PopBatch(cl, items, static_cast<int>(batch) - 1);
   }
+  // The chain runs newest first (p, then the slab from its top down), as a thread cache's
+  // list would: AllocateMiss hands a chain out in its order.
   items[n++] = p;
-  for (int i = 0; i + 1 < n; ++i) SetLink(items[i], items[i + 1]);
-  SetLink(items[n - 1], nullptr);
-  Central(cpu, cl).InsertRange(items[0], items[n - 1], n);
+  for (int i = n - 1; i > 0; --i) SetLink(items[i], items[i - 1]);
+  SetLink(items[0], nullptr);
+  Central(cpu, cl).InsertRange(items[n - 1], items[0], n);
 }
 
 bool CpuCache::IsTopObject(size_t cl, const void* p) {

@@ -2,7 +2,9 @@
  * blocks, stdio's buffers), then reports its own resident memory from /proc/self/smaps:
  *   hwm_kib           VmHWM of the process
  *   lib_rss_kib       resident pages of the mappings of the library named in argv[1]
- *   lib_dirty_kib     of which private dirty (relocated or written data, bss)
+ *   lib_dirty_kib     of which private copies (smaps "Anonymous": relocated or written data,
+ *                     bss). Not "Private_Dirty": that also counts file pages still dirty in
+ *                     the page cache, i.e. every page of a library built seconds ago.
  *   anon_rss_kib      resident anonymous memory (heap, arena, slabs, pagemap leaves)
  * startup_rss_test.py runs it with and without our library preloaded. */
 #include <stdio.h>
@@ -37,7 +39,7 @@ int main(int argc, char **argv) {
     if ((v = field_kib(line, "Rss:")) >= 0) {
       if (in_lib) lib_rss += v;
       if (anon) anon_rss += v;
-    } else if ((v = field_kib(line, "Private_Dirty:")) >= 0 && in_lib) {
+    } else if ((v = field_kib(line, "Anonymous:")) >= 0 && in_lib) {
       lib_dirty += v;
     }
   }

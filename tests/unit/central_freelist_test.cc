@@ -395,6 +395,20 @@ TEST_F(CentralFreeListDeathTest, ObjectAlreadyFreeInItsSpanCrashes) {
   EXPECT_DEATH(Insert(objs, 3, 4), "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
 }
 
+// One object twice in a run of one span's objects (InsertChunk links a run in locals and
+// stores it once): the second sees its bit set by the first.
+TEST_F(CentralFreeListDeathTest, SameObjectTwiceInOneRunCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  EXPECT_DEATH(
+      {
+        NextOf(objs[3]) = objs[3];
+        central_->InsertRange(objs[3], 2);
+      },
+      "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+}
+
 // InsertRange(start, n) looks objects up in chunks before taking the lock: a block that is
 // already free, deep in a long chain (after the first chunk went in), is still caught.
 TEST_F(CentralFreeListDeathTest, DoubleFreeInALaterChunkCrashes) {
