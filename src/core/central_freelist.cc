@@ -38,9 +38,10 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   heap_ = heap;
   pagemap_ = pagemap;
   checks_ = checked;
-  // One bit per object costs 1/(8 * size) of the span: 0.8% for 16-byte objects, but 1.6%
-  // for 8-byte ones, which would break the 2% space promise for them (overhead_test); that
-  // class relies on the span counts alone.
+  // A span's free objects are a bitmap, one bit per object: taking and returning them
+  // touches no object, and there is no link in them to forge. The bits cost 1/(8 * size)
+  // of the span: 0.8% for 16-byte objects, but 1.6% for 8-byte ones, which would break
+  // the 2% space promise for them (overhead_test); that class keeps encoded lists.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
@@ -204,24 +205,24 @@ bool CentralFreeList::Populate() {
     lock_.Lock();
     return false;
   }
-  // Thread the objects in address order; the span is not visible to anyone yet.
-  char* p = static_cast<char*>(span->start_ptr());
-  void* head = p;
-  for (uint32_t i = 1; i < objects_per_span_; ++i) {
-    if constexpr (kDebugBuild) PoisonNew(p);
-    SetSpanLink(p, p + size_);
-    p += size_;
+  // The span is not visible to anyone yet.
+  if constexpr (kDebugBuild) {
+    char* p = static_cast<char*>(span->start_ptr());
+    for (uint32_t i = 0; i < objects_per_span_; ++i, p += size_) PoisonNew(p);
   }
-  if constexpr (kDebugBuild) PoisonNew(p);
-  SetSpanLink(p, nullptr);
-  span->objects = head;
+  // The 8-byte class keeps a list: thread it now, before the lock.
+  if (bitmap_words_ == 0) ThreadList(span);
   span->refcount = 0;
   span->owner = this;
   lock_.Lock();
-  if (checks_ && (span->free_bits = TakeBitmap()) != nullptr) {
-    for (uint32_t w = 0; w < objects_per_span_ / 64; ++w) span->free_bits[w] = ~uint64_t{0};
-    if (objects_per_span_ % 64 != 0)
-      span->free_bits[objects_per_span_ / 64] = (uint64_t{1} << (objects_per_span_ % 64)) - 1;
+  if (bitmap_words_ != 0) {
+    if ((span->free_bits = TakeBitmap()) != nullptr) {
+      for (uint32_t w = 0; w < objects_per_span_ / 64; ++w) span->free_bits[w] = ~uint64_t{0};
+      if (objects_per_span_ % 64 != 0)
+        span->free_bits[objects_per_span_ / 64] = (uint64_t{1} << (objects_per_span_ % 64)) - 1;
+    } else {
+      ThreadList(span);  // out of metadata: a list after all (rare; the lock is held)
+    }
   }
   nonempty_.PushFront(span);
   free_objects_ += objects_per_span_;
@@ -229,15 +230,21 @@ bool CentralFreeList::Populate() {
   return true;
 }
 
+void CentralFreeList::ThreadList(Span* span) {
+  // In address order, so objects leave a fresh span as they lie.
+  char* p = static_cast<char*>(span->start_ptr());
+  span->objects = p;
+  for (uint32_t i = 1; i < objects_per_span_; ++i, p += size_) SetSpanLink(p, p + size_);
+  SetSpanLink(p, nullptr);
+}
+
 template <typename Sink>
 int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   SpinLockHolder h(&lock_);
   // In locals: the sink stores into objects, which as far as the compiler knows may be
   // these members or the span's fields, so it would reload them for every object.
-  const bool checks = checks_;
   const size_t size = size_;
-  const uint64_t reciprocal = reciprocal_;
-  const size_t limit = static_cast<size_t>(objects_per_span_) * size;
+  const uint32_t per_span = objects_per_span_;
   int got = 0;
   int counted = 0;  // objects already taken off free_objects_
   while (got < n) {
@@ -249,41 +256,59 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
       if (!Populate()) break;
       continue;
     }
-    // Take as many as possible from this span at once. Checked: every decoded link must be
-    // a free block of this span (the head was checked as the link that led to it, or as it
-    // came in); each object's index rides along to the next iteration.
-    const uintptr_t base = span->start_addr();
+    const uint32_t free_here = per_span - span->refcount;
+    const int take = n - got < static_cast<int>(free_here) ? n - got : static_cast<int>(free_here);
     uint64_t* const bits = span->free_bits;
-    void* obj = span->objects;
-    const int first = got;
-    size_t index = checks ? (((reinterpret_cast<uintptr_t>(obj) - base) * reciprocal) >> SizeMap::kIndexShift) : 0;
-    while (got < n && obj != nullptr) {
-      void* const next = GetSpanLink(obj);
-      if (checks) {
-        size_t next_index = 0;
-        if (next != nullptr) {
-          const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
-          next_index = ((offset < limit ? offset : 0) * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
-          if (TCM_UNLIKELY(offset >= limit || next_index * size != offset ||
-                           (bits != nullptr && !TestBit(bits, next_index))))
-            BadLink(obj, next);
-        }
-        if (bits != nullptr) ClearBit(bits, index);
-        index = next_index;
+    if (bits != nullptr) {
+      // Lowest free objects first, word by word: nothing is read from the objects.
+      const uintptr_t base = span->start_addr();
+      int left = take;
+      for (size_t w = 0; left > 0; ++w) {
+        uint64_t word = bits[w];
+        if (word == 0) continue;
+        do {
+          const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(word));
+          word &= word - 1;
+          sink(reinterpret_cast<void*>(base + i * size), got++);
+        } while (--left > 0 && word != 0);
+        bits[w] = word;
       }
-      sink(obj, got);
-      ++got;
-      obj = next;
+    } else {
+      TakeFromList(span, take, got, sink);
+      got += take;
     }
-    span->objects = obj;
-    span->refcount += static_cast<uint32_t>(got - first);
-    if (obj == nullptr) {
+    span->refcount += static_cast<uint32_t>(take);
+    if (span->refcount == per_span) {
       SpanList::Remove(span);
       empty_.PushFront(span);
     }
   }
   free_objects_ -= static_cast<size_t>(got - counted);
   return got;
+}
+
+template <typename Sink>
+void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
+  // Checked: every decoded link must be a block of this span (the head was checked as the
+  // link that led to it, or as the span was threaded).
+  const bool checks = checks_;
+  const size_t size = size_;
+  const uint64_t reciprocal = reciprocal_;
+  const uintptr_t base = span->start_addr();
+  const size_t limit = static_cast<size_t>(objects_per_span_) * size;
+  void* obj = span->objects;
+  for (int k = 0; k < take; ++k) {
+    if (TCM_UNLIKELY(obj == nullptr)) BadLink(span->objects, nullptr);  // the count says more
+    void* const next = GetSpanLink(obj);
+    if (checks && next != nullptr) {
+      const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
+      const size_t next_index = ((offset < limit ? offset : 0) * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
+      if (TCM_UNLIKELY(offset >= limit || next_index * size != offset)) BadLink(obj, next);
+    }
+    sink(obj, got + k);
+    obj = next;
+  }
+  span->objects = obj;
 }
 
 int CentralFreeList::RemoveRange(void** start, void** end, int n) {
@@ -372,9 +397,8 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
       cached_page = page;
     }
     const size_t offset = addr - base;
-    size_t index = 0;
+    const size_t index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf: the bit to set
     if (checks) {
-      index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
       if (TCM_UNLIKELY(index * size != offset || index >= objects)) {
         if (done + i > 0) PrevFreedTwice(*prev);
         NotABlockStart(obj, offset, kIntoSpans);
@@ -449,8 +473,9 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
   Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
   {
     SpinLockHolder h(&lock_);
-    // A chunk's objects mostly come in runs of one span: each run is linked in front of its
-    // span's list in locals and stored once.
+    const uint32_t per_span = objects_per_span_;
+    // A chunk's objects mostly come in runs of one span: each run's counts (and, for a
+    // span with a list, its links) are kept in locals and stored once.
     for (int i = 0; i < k;) {
       Span* const span = chunk[i].span;
       if (span == nullptr) __builtin_unreachable();  // LookUpChunk stores found spans only
@@ -463,45 +488,48 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
         Crash("%s: invalid pointer %p (double free: its span was given back; size class %u, %u bytes)", kIntoSpans,
               chunk[i].obj, unsigned{cl_}, size_);
       uint64_t* const bits = span->free_bits;
-      void* const old_head = span->objects;
-      void* head = old_head;
-      uint32_t refcount = span->refcount;
+      const uint32_t refcount_before = span->refcount;
+      uint32_t refcount = refcount_before;
       const int first = i;
-      do {
-        void* const obj = chunk[i].obj;
-        if (TCM_UNLIKELY(refcount == 0))
-          Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)",
-                kIntoSpans, obj, unsigned{cl_}, size_);
-        if (bits != nullptr) {
+      if (bits != nullptr) {
+        do {
+          if (TCM_UNLIKELY(refcount == 0)) SpanHasNoneOut(chunk[i].obj);
           const size_t index = chunk[i].index;
-          if (TCM_UNLIKELY(TestBit(bits, index)))
-            Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, "
-                  "%u bytes)",
-                  kIntoSpans, obj, unsigned{cl_}, size_);
-          SetBit(bits, index);
-        }
-        SetSpanLink(obj, head);
-        head = obj;
-        --refcount;
-        ++i;
-        // A span whose last object came back ends the run: a later object of it in this
-        // chunk is a double free, caught as a new run (its count is 0).
-      } while (i < k && chunk[i].span == span && refcount != 0);
-      if (old_head == nullptr) {
+          uint64_t& word = bits[index >> 6];
+          const uint64_t bit = uint64_t{1} << (index & 63);
+          if (TCM_UNLIKELY((word & bit) != 0)) AlreadyFreeInSpan(chunk[i].obj);
+          word |= bit;
+          --refcount;
+          ++i;
+          // A span whose last object came back ends the run: a later object of it in this
+          // chunk is a double free, caught as a new run (its count is 0).
+        } while (i < k && chunk[i].span == span && refcount != 0);
+      } else {
+        void* head = span->objects;
+        do {
+          if (TCM_UNLIKELY(refcount == 0)) SpanHasNoneOut(chunk[i].obj);
+          SetSpanLink(chunk[i].obj, head);
+          head = chunk[i].obj;
+          --refcount;
+          ++i;
+        } while (i < k && chunk[i].span == span && refcount != 0);
+        span->objects = head;
+      }
+      if (refcount_before == per_span) {  // it was on empty_
         SpanList::Remove(span);
         nonempty_.PushFront(span);
       }
-      span->objects = head;
       span->refcount = refcount;
       free_objects_ += static_cast<size_t>(i - first);
       if (refcount == 0) {
         SpanList::Remove(span);
-        free_objects_ -= objects_per_span_;
+        free_objects_ -= per_span;
         --num_spans_;
         if (bits != nullptr) {
           GiveBackBitmap(bits);
           span->free_bits = nullptr;
         }
+        span->objects = nullptr;
         span->next = to_release;
         to_release = span;
       }
@@ -517,6 +545,16 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
   }
 }
 
+void CentralFreeList::SpanHasNoneOut(void* obj) const {
+  Crash("%s: invalid pointer %p (double free: its span has no blocks out; size class %u, %u bytes)", kIntoSpans, obj,
+        unsigned{cl_}, size_);
+}
+
+void CentralFreeList::AlreadyFreeInSpan(void* obj) const {
+  Crash("%s: invalid pointer %p (double free: the block is already free in its span; size class %u, %u bytes)",
+        kIntoSpans, obj, unsigned{cl_}, size_);
+}
+
 void CentralFreeList::Verify() {
   SpinLockHolder h(&lock_);
   size_t free_count = 0, spans = 0;
@@ -525,13 +563,17 @@ void CentralFreeList::Verify() {
       ++spans;
       TCM_CHECK(s->location == Span::kInUse && s->sizeclass == cl_ && s->owner == this);
       size_t in_span = 0;
-      for (void* o = s->objects; o != nullptr; o = GetSpanLink(o)) {
-        TCM_CHECK(pagemap_->GetSpan(PageId::FromPtr(o)) == s);
-        const size_t offset = static_cast<size_t>(static_cast<char*>(o) - static_cast<char*>(s->start_ptr()));
-        TCM_CHECK(offset % size_ == 0);
-        TCM_CHECK(s->free_bits == nullptr || TestBit(s->free_bits, offset / size_));
-        ++in_span;
-        TCM_CHECK(in_span <= objects_per_span_);
+      if (s->free_bits != nullptr) {
+        for (uint32_t i = 0; i < objects_per_span_; ++i) in_span += TestBit(s->free_bits, i);
+        for (uint32_t i = objects_per_span_; i < bitmap_words_ * 64; ++i) TCM_CHECK(!TestBit(s->free_bits, i));
+      } else {
+        for (void* o = s->objects; o != nullptr; o = GetSpanLink(o)) {
+          TCM_CHECK(pagemap_->GetSpan(PageId::FromPtr(o)) == s);
+          const size_t offset = static_cast<size_t>(static_cast<char*>(o) - static_cast<char*>(s->start_ptr()));
+          TCM_CHECK(offset % size_ == 0);
+          ++in_span;
+          TCM_CHECK(in_span <= objects_per_span_);
+        }
       }
       TCM_CHECK(in_span + s->refcount == objects_per_span_);
       TCM_CHECK((list == &empty_) == (in_span == 0));

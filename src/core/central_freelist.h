@@ -2,16 +2,21 @@
 // with its own list of free objects (the design's two-level structure).
 //
 // Thread caches move objects in and out in batches (chains linked through each object's
-// first word). A span whose objects are all free again goes back to the page heap.
+// first word). A span whose objects are all free again goes back to the page heap. A span
+// of a class from 16 bytes keeps its free objects as a bitmap (Span::free_bits, one bit
+// per object): they leave lowest address first, and neither taking nor returning them
+// reads or writes an object. The 8-byte class (a bitmap would cost it 1.6% of its memory)
+// and a span whose bitmap could not be allocated keep a list linked through the objects.
 //
 // Hardening (checks_, on unless TCMALLOC_HARDENED=0): every batch a front end hands in is
 // checked object by object where it arrives (both InsertRange entry points), off the
 // malloc/free fast paths: each pointer must be the start of a block of this class (span
 // offset a multiple of the class size, by reciprocal multiplication), a batch must not name
-// one object twice, and an object entering its span must not already be free there (the
-// span's free_bits). Span free lists are linked through freelist_link.h's encoded words and
-// every decoded link is checked against the span when objects leave it. A failure aborts
-// with the pointer, the class and the operation.
+// one object twice, and an object entering its span must not already be free there (its
+// bit; spans with lists have only their counts). Span lists are linked through
+// freelist_link.h's encoded words and every decoded link is checked against the span when
+// objects leave it. A failure aborts with the pointer, the class and the operation. A
+// bitmap span catches a double free whether or not checks are on: the bit is read anyway.
 //
 // Shards: each class has one central list per shard (globals: [shard][class]); a CPU's
 // misses go to the lists of its shard (CentralOf), so threads on different CPUs do not
@@ -158,7 +163,14 @@ class CentralFreeList {
   // Takes up to n objects off the spans under lock_, calling sink(obj, i) for the i-th.
   template <typename Sink>
   int TakeFromSpans(int n, Sink sink);
+  // Takes `take` objects (no more than it has) off a span that keeps a list, calling
+  // sink(obj, got + i) for the i-th. REQUIRES lock_ held.
+  template <typename Sink>
+  void TakeFromList(Span* span, int take, int got, Sink sink);
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
+  void ThreadList(Span* span);  // links a fresh span's objects into its list
+  [[noreturn]] TCM_NOINLINE void SpanHasNoneOut(void* obj) const;
+  [[noreturn]] TCM_NOINLINE void AlreadyFreeInSpan(void* obj) const;
   void PoisonNew(void* obj);
   // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
   // Stores the n-th object in *last and returns its link.

@@ -25,7 +25,8 @@ struct Span {
   // Best-fit tree links while on the page heap's large free structure.
   Span* left;
   Span* right;
-  // Small-object spans: the span's own free list and the count of objects handed out.
+  // Small-object spans: the span's free list when it has no bitmap (free_bits below), and
+  // the count of objects handed out.
   void* objects;
   uint32_t refcount;
   uint8_t sizeclass;
@@ -41,10 +42,10 @@ struct Span {
   // Small-object spans: the central list (of the class's shards) that carved the span and
   // holds it on its lists; objects freed through another shard come back to it.
   CentralFreeList* owner;
-  // Small-object spans: one bit per object, set while the object is on this span's free
-  // list (central_freelist.cc), so a double free that reaches the span is caught. nullptr
-  // for 8-byte objects, when hardening is off or when metadata memory ran out (then only the
-  // counts are checked).
+  // Small-object spans: one bit per object, set while the object is free: the span's free
+  // objects themselves (central_freelist.cc), and a double free that reaches the span is
+  // caught. nullptr for 8-byte objects and when metadata memory ran out: such a span keeps
+  // its free objects on the list at `objects` (then only the counts are checked).
   uint64_t* free_bits;
 
   void* start_ptr() const { return start.ptr(); }
