@@ -45,9 +45,9 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
-  const size_t slot_bytes = static_cast<size_t>(TransferCache::slots_for(size_, batch)) * TransferCache::kSlotBytes;
-  // Arena memory is fresh mmap: untouched until chains are parked (start-up RSS).
-  transfer_.Init(size_, batch, heap->arena()->Alloc(slot_bytes, 64));
+  const size_t array_bytes = static_cast<size_t>(TransferCache::capacity_for(size_, batch)) * sizeof(void*);
+  // Arena memory is fresh mmap: untouched until objects are parked (start-up RSS).
+  transfer_.Init(size_, batch, heap->arena()->Alloc(array_bytes, 64));
   __atomic_store_n(&cl_, cl, __ATOMIC_RELEASE);  // ready()
 }
 
@@ -74,14 +74,16 @@ void CentralFreeList::ChainEndsEarly(const char* call, int n, int k, const void*
         call, last, n, unsigned{cl_}, k);
 }
 
-void CentralFreeList::DuplicateInBatch(void* start, int k, void* obj) const {
-  for (void* o = start; k > 0; --k, o = GetLink(o))
-    if (o == obj)
+template <typename Source>
+void CentralFreeList::DuplicateInBatch(Source src, int k, void* obj) const {
+  for (; k > 0; --k, src.advance())
+    if (src.current() == obj)
       Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
             kIntoTransfer, obj, unsigned{cl_}, size_);
 }
 
-void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
+template <typename Source>
+void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // Each pointer must be a block start of this class. The class map and the span base are
   // read once per page (the objects of a batch mostly share a few pages; blocks of classes
   // up to 1 KiB live in one-page spans, whose base is the page itself).
@@ -90,6 +92,7 @@ void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
   // page, sends the rare pointer whose bit is already set to an exact scan of the batch so
   // far. Blocks of one page never collide unless their indices are 256 apart, so a batch of
   // neighbours (the common case) costs no scan at all.
+  const Source first = src;  // for the exact scan
   uint64_t filter[4] = {0, 0, 0, 0};
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
   // In locals: the compiler would re-read the members after every store to filter.
@@ -99,9 +102,9 @@ void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
   uintptr_t cached_page = ~uintptr_t{0};
   uintptr_t base = 0;
   size_t mix = 0;
-  void* obj = start;
   void* last = nullptr;
   for (int k = 0; k < n; ++k) {
+    void* const obj = src.current();
     if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoTransfer, n, k, last);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
@@ -117,45 +120,62 @@ void* CentralFreeList::CheckBatch(void* start, int n, void** last_out) const {
     if (TCM_UNLIKELY(i * size != offset || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
     const size_t h = (i + mix) & 255;
     const uint64_t bit = uint64_t{1} << (h & 63);
-    if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(start, k, obj);
+    if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(first, k, obj);
     filter[h >> 6] |= bit;
+    if (out != nullptr) out[k] = obj;
     last = obj;
-    obj = GetLink(obj);
+    src.advance();  // only once obj is known to be one of ours (a chain's link is read here)
   }
-  *last_out = last;
-  return obj;
 }
 
 void CentralFreeList::InsertRange(void* start, void* end, int n) {
+  ChainSource src{start};
+  void* batch[kMaxTransferBatch];
+  if (n == transfer_.batch() && n <= kMaxTransferBatch && !transfer_.LooksFull()) {
+    CollectChain(src, n, batch);
+    if (TCM_UNLIKELY(batch[n - 1] != end))
+      Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer, unsigned{cl_}, n,
+            start, end);
+    if (transfer_.TryInsert(batch)) return;
+    InsertToSpans(batch, n);
+    return;
+  }
+  InsertRange(start, n);
+}
+
+void CentralFreeList::InsertBatch(void* const* objs, int n) {
   // A batch is checked only if it may be parked: when the transfer cache is full (a racy
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
   if (n == transfer_.batch() && !transfer_.LooksFull()) {
     if (checks_) {
-      void* last;
-      CheckBatch(start, n, &last);
-      if (TCM_UNLIKELY(last != end))
-        Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer,
-              unsigned{cl_}, n, start, end);
+      ArraySource src{objs};
+      CheckObjects(src, n, nullptr);
     }
-    if (transfer_.TryInsert(start, end)) return;
+    if (transfer_.TryInsert(objs)) return;
   }
-  InsertRange(start, n);
+  InsertToSpans(objs, n);
+}
+
+void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
+  if (checks_) {
+    CheckObjects(src, n, out);
+    return;
+  }
+  for (int k = 0; k < n; ++k) {
+    out[k] = src.current();
+    src.advance();
+  }
 }
 
 void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
-  if (!to_spans && n == transfer_.batch() && !transfer_.LooksFull()) {
-    // One walk finds the batch's end, checks it and reads the rest of the list.
-    void* last;
-    void* rest;
-    if (checks_) {
-      rest = CheckBatch(start, n, &last);
-    } else {
-      last = start;
-      for (int i = 1; i < n; ++i) last = GetLink(last);
-      rest = GetLink(last);
-    }
-    if (transfer_.TryInsert(start, last)) return rest;
+  if (!to_spans && n == transfer_.batch() && n <= kMaxTransferBatch && !transfer_.LooksFull()) {
+    // One walk checks the batch, copies it into an array and reads the rest of the list.
+    ChainSource src{start};
+    void* batch[kMaxTransferBatch];
+    CollectChain(src, n, batch);
+    if (!transfer_.TryInsert(batch)) InsertToSpans(batch, n);
+    return src.current();
   }
   return InsertRange(start, n);
 }
@@ -179,11 +199,11 @@ void CentralFreeList::GiveBackBitmap(uint64_t* bits) {
 }
 
 void CentralFreeList::FlushTransferCache() {
-  transfer_.Drain([this](void* head, void*, int n) { InsertRange(head, n); });
+  transfer_.Drain([this](void* const* objs, int n) { InsertToSpans(objs, n); });
 }
 
 void CentralFreeList::FlushTransferCacheIfIdle() {
-  transfer_.DrainIfIdle([this](void* head, void*, int n) { InsertRange(head, n); });
+  transfer_.DrainIfIdle([this](void* const* objs, int n) { InsertToSpans(objs, n); });
 }
 
 // Debug build: new objects carry the freed-object pattern too, so the check on hand-out
@@ -305,6 +325,7 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
       const size_t next_index = ((offset < limit ? offset : 0) * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
       if (TCM_UNLIKELY(offset >= limit || next_index * size != offset)) BadLink(obj, next);
     }
+    StoreWord(obj, 0);  // no link to another object leaves with it (the heap checker scans them)
     sink(obj, got + k);
     obj = next;
   }
@@ -312,9 +333,16 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
 }
 
 int CentralFreeList::RemoveRange(void** start, void** end, int n) {
-  if (n == transfer_.batch() && transfer_.TryRemove(start, end)) return n;
   void* head = nullptr;
   void* tail = nullptr;
+  void* batch[kMaxTransferBatch];
+  if (n == transfer_.batch() && n <= kMaxTransferBatch && transfer_.TryRemove(batch)) {
+    // Linked in the order they were parked: a thread cache pops them as a list would.
+    for (int i = 0; i + 1 < n; ++i) SetLink(batch[i], batch[i + 1]);
+    *start = batch[0];
+    *end = batch[n - 1];
+    return n;
+  }
   const int got = TakeFromSpans(n, [&](void* obj, int) {
     // The chain so far ends at tail; obj goes after it.
     if (tail == nullptr) head = obj; else SetLink(tail, obj);  // NOLINT(readability-suspicious-call-argument)
@@ -327,46 +355,44 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
 }
 
 int CentralFreeList::RemoveBatch(void** out, int n) {
-  void* head;
-  void* tail;
-  if (n == transfer_.batch() && transfer_.TryRemove(&head, &tail)) {
-    void* obj = head;
-    for (int i = 0; i < n; ++i) {
-      out[i] = obj;
-      void* next = i + 1 < n ? GetLink(obj) : nullptr;
-      StoreWord(obj, 0);
-      obj = next;
-    }
-    return n;
-  }
-  // Straight from the spans into out: no chain is built only to be taken apart again.
-  return TakeFromSpans(n, [out](void* obj, int i) {
-    StoreWord(obj, 0);
-    out[i] = obj;
-  });
+  // Neither path touches the objects: the transfer cache holds pointers, bitmap spans hand
+  // out addresses (a list span clears the link word of each object it hands out).
+  if (n == transfer_.batch() && transfer_.TryRemove(out)) return n;
+  return TakeFromSpans(n, [out](void* obj, int i) { out[i] = obj; });
 }
 
 void* CentralFreeList::InsertRange(void* start, int n) {
+  ChainSource src{start};
+  InsertObjects(src, n);
+  return src.current();  // the n-th object's link, read before InsertChunk relinked it
+}
+
+void CentralFreeList::InsertToSpans(void* const* objs, int n) {
+  ArraySource src{objs};
+  InsertObjects(src, n);
+}
+
+template <typename Source>
+void CentralFreeList::InsertObjects(Source& src, int n) {
   // In chunks: the look-ups and block-start checks run before the lock is taken, so two
   // threads returning objects of one class overlap in them and the lock is held only for
   // the span updates.
   Pending chunk[kInsertChunk];
-  void* obj = start;
   void* prev = nullptr;
   for (int done = 0; done < n;) {
     const int k = n - done < kInsertChunk ? n - done : kInsertChunk;
     bool all_own;
-    obj = LookUpChunk(chunk, obj, &prev, n, done, k, &all_own);
+    LookUpChunk(chunk, src, &prev, n, done, k, &all_own);
     // Usually every span is this list's own (one shard, or objects freed where they were
     // allocated): no sorting by owner.
     if (all_own) InsertChunk(chunk, k); else InsertChunkAtOwners(chunk, k);
     done += k;
   }
-  return obj;  // the n-th object's link, read before InsertChunk relinked it
 }
 
-void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k,
-                                   bool* all_own) const {
+template <typename Source>
+void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int n, int done, int k,
+                                  bool* all_own) const {
   // Objects of one batch mostly share a page: the span and its base are looked up once
   // per page, not per object. Members in locals: the stores to chunk could alias them.
   const bool checks = checks_;
@@ -379,6 +405,7 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
   Span* span = nullptr;
   uintptr_t base = 0;
   for (int i = 0; i < k; ++i) {
+    void* const obj = src.current();
     if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, done + i, *prev);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
@@ -407,10 +434,9 @@ void* CentralFreeList::LookUpChunk(Pending* chunk, void* obj, void** prev, int n
     chunk[i] = Pending{obj, span, static_cast<uint32_t>(offset), static_cast<uint32_t>(index)};
     // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
     *prev = obj;
-    obj = GetLink(obj);
+    src.advance();
   }
   *all_own = own;
-  return obj;
 }
 
 void CentralFreeList::InsertChunkAtOwners(Pending* chunk, int k) {

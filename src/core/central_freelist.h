@@ -40,12 +40,16 @@
 
 #include "base/log.h"
 #include "base/spinlock.h"
+#include "core/freelist_link.h"
 #include "core/page_heap.h"
 #include "core/size_classes.h"
 #include "core/span.h"
 #include "core/transfer_cache.h"
 
 namespace tcm {
+
+// The largest batch (TCMALLOC_TRANSFER_NUM_OBJ's upper bound).
+inline constexpr int kMaxTransferBatch = 1024;
 
 // At most this many shards per class; CentralShardsFor picks how many a machine gets.
 inline constexpr int kMaxCentralShards = 8;
@@ -77,15 +81,21 @@ class CentralFreeList {
 
   // Takes up to n (>= 1) objects and returns them as a chain start..end (end's next word is
   // garbage). Returns how many were taken; 0 only when out of memory. A request for exactly
-  // one batch is served in O(1) from the transfer cache when it has a chain.
+  // one batch is served from the transfer cache when it has one.
   int RemoveRange(void** start, void** end, int n);
 
-  // Same, as an array: stores up to n objects in out, each with its first word zeroed (no
-  // link to another object stays behind). For front ends that keep arrays (cpu_cache).
+  // Same, as an array, for front ends that keep arrays (cpu_cache): stores up to n objects
+  // in out without touching them. Objects that came in through arrays carry no link word.
   int RemoveBatch(void** out, int n);
 
-  // Gives back a chain start..end of n objects; a whole batch goes to the transfer cache
-  // in O(1) when a slot is free, anything else to the spans.
+  // Gives back an array of n objects: a whole batch goes to the transfer cache when it has
+  // room, anything else to the spans. For front ends that keep arrays.
+  void InsertBatch(void* const* objs, int n);
+  // Gives back an array of n objects directly to their spans (a drained cache: what sat
+  // unused should free its spans, not wait in the transfer cache).
+  void InsertToSpans(void* const* objs, int n);
+
+  // Gives back a chain start..end of n objects, like InsertBatch.
   void InsertRange(void* start, void* end, int n);
 
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
@@ -139,23 +149,39 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
   [[noreturn]] TCM_NOINLINE void ChainEndsEarly(const char* call, int n, int k, const void* last) const;
+  // Where the per-object work takes its objects from: a chain linked through the objects'
+  // first words (thread caches), or an array (per-CPU caches, the transfer cache).
+  struct ChainSource {
+    void* obj;
+    void* current() const { return obj; }
+    void advance() { obj = GetLink(obj); }
+  };
+  struct ArraySource {
+    void* const* objs;
+    void* current() const { return *objs; }
+    void advance() { ++objs; }
+  };
   // Crashes with a double-free message if prev is already free in its span.
   TCM_NOINLINE void PrevFreedTwice(void* prev) const;
-  // Crashes if obj is among the first k objects of the chain at start.
-  TCM_NOINLINE void DuplicateInBatch(void* start, int k, void* obj) const;
-  // InsertRange(start, n) in chunks: the look-ups and checks without the lock, then the
-  // span updates under it.
+  // Crashes if obj is among the first k objects of src.
+  template <typename Source>
+  TCM_NOINLINE void DuplicateInBatch(Source src, int k, void* obj) const;
+  // n objects from src to their spans in chunks: the look-ups and checks without the lock,
+  // then the span updates under it.
+  template <typename Source>
+  void InsertObjects(Source& src, int n);
   struct Pending {
     void* obj;
     Span* span;
     uint32_t offset;  // obj - span start, as looked up (spans of small classes are < 4 GiB)
-    uint32_t index;   // obj's index in the span (checked mode)
+    uint32_t index;   // obj's index in the span
   };
   static constexpr int kInsertChunk = 64;
-  // Validates the k objects of the chain from obj (done of n already handled; *prev is the
-  // last object handled, for messages) into chunk; returns the object after them. Sets
-  // *all_own when every object's span was (when looked at) this list's own.
-  void* LookUpChunk(Pending* chunk, void* obj, void** prev, int n, int done, int k, bool* all_own) const;
+  // Validates the next k objects of src (done of n already handled; *prev is the last
+  // object handled, for messages) into chunk, advancing src past them. Sets *all_own when
+  // every object's span was (when looked at) this list's own.
+  template <typename Source>
+  void LookUpChunk(Pending* chunk, Source& src, void** prev, int n, int done, int k, bool* all_own) const;
   void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
   // InsertChunk at each object's span owner: this list's for its own spans, another
   // shard's for spans carved there (reorders chunk).
@@ -172,9 +198,12 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void SpanHasNoneOut(void* obj) const;
   [[noreturn]] TCM_NOINLINE void AlreadyFreeInSpan(void* obj) const;
   void PoisonNew(void* obj);
-  // Checks a chain of n objects before it is parked in the transfer cache (no lock held).
-  // Stores the n-th object in *last and returns its link.
-  void* CheckBatch(void* start, int n, void** last) const;
+  // Checks n objects of src before they are parked in the transfer cache (no lock held),
+  // advancing src past them and copying them to out[0, n) unless out is nullptr.
+  template <typename Source>
+  void CheckObjects(Source& src, int n, void** out) const;
+  // Copies n objects of a chain to out (checked when checks are on), advancing src.
+  void CollectChain(ChainSource& src, int n, void** out) const;
   uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
   void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 

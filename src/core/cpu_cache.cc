@@ -181,9 +181,9 @@ void* CpuCache::AllocateMiss(size_t cl) {
   const int cpu = CallerCpu();
   if (cpu >= 0) MaybeGrow(cpu, cl, batch);
   // Keep the first object for the caller and cache the rest on whatever CPU we run on now,
-  // in one critical section; what does not fit goes back. RemoveBatch clears the links:
-  // an object handed out later must not carry a pointer to another one (the heap checker
-  // scans conservatively).
+  // in one critical section; what does not fit goes back. Objects move between this cache
+  // and the central list as arrays: none carries a link to another one when handed out
+  // (the heap checker scans conservatively).
   void* got_items[kMaxBatch];
   const int got = Central(cpu, cl).RemoveBatch(
       got_items, cpu >= 0 ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
@@ -202,11 +202,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
     items[j] = t;
   }
   const int pushed = rest > 0 ? PushBatch(cl, items, rest) : 0;
-  if (pushed < rest) {
-    for (int i = pushed; i + 1 < rest; ++i) SetLink(items[i], items[i + 1]);
-    SetLink(items[rest - 1], nullptr);
-    Central(cpu, cl).InsertRange(items[pushed], items[rest - 1], rest - pushed);
-  }
+  if (pushed < rest) Central(cpu, cl).InsertBatch(items + pushed, rest - pushed);
   return start;
 }
 
@@ -220,14 +216,17 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
     if (Push(cl, p)) return;
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.
-    n = PopBatch(cl, items, static_cast<int>(batch) - 1);
+    n = PopBatch(cl, items + 1, static_cast<int>(batch) - 1);
   }
-  // The chain runs newest first (p, then the slab from its top down), as a thread cache's
-  // list would: AllocateMiss hands a chain out in its order.
-  items[n++] = p;
-  for (int i = n - 1; i > 0; --i) SetLink(items[i], items[i - 1]);
-  SetLink(items[0], nullptr);
-  Central(cpu, cl).InsertRange(items[n - 1], items[0], n);
+  // Newest first (p, then the slab from its top down), as a thread cache's list would run:
+  // AllocateMiss hands a batch out in its order.
+  items[0] = p;
+  for (int i = 1, j = n; i < j; ++i, --j) {
+    void* const t = items[i];
+    items[i] = items[j];
+    items[j] = t;
+  }
+  Central(cpu, cl).InsertBatch(items, n + 1);
 }
 
 bool CpuCache::IsTopObject(size_t cl, const void* p) {
@@ -259,26 +258,14 @@ bool CpuCache::LockClasses(int cpu, const bool* mask) {
 }
 
 void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
-  void** slots = Slots(cpu);
-  const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   // Straight to the spans, not into the transfer cache: what a drain or a halving returns
   // sat unused, and parked in the transfer cache it would keep its spans (and their pages)
-  // for another idle period before the scavenger could release them.
-  while (from < to) {
-    int n = to - from < batch ? to - from : batch;
-    void* head = slots[from];
-    TCM_TSAN_ACQUIRE(head);
-    void* tail = head;
-    for (int i = 1; i < n; ++i) {
-      void* o = slots[from + i];
-      TCM_TSAN_ACQUIRE(o);
-      SetLink(tail, o);
-      tail = o;
-    }
-    SetLink(tail, nullptr);
-    Central(cpu, cl).InsertRange(head, n);
-    from = static_cast<uint16_t>(from + n);
-  }
+  // for another idle period before the scavenger could release them. The class is locked
+  // on this CPU: the slots stay as they are while the spans take them.
+  void** slots = Slots(cpu);
+  if (from >= to) return;
+  for (uint16_t i = from; i < to; ++i) TCM_TSAN_ACQUIRE(slots[i]);
+  Central(cpu, cl).InsertToSpans(slots + from, to - from);
 }
 
 size_t CpuCache::DrainLocked(int cpu) {

@@ -351,8 +351,19 @@ size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max) {
 
 size_t PageHeap::Collapse(const HugeRange* ranges, size_t n) {
   size_t bytes = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (system_->CollapseHugePages(ranges[i].start, ranges[i].bytes)) bytes += ranges[i].bytes;
+  for (size_t i = 0; i < n; ++i) {
+    if (system_->CollapseHugePages(ranges[i].start, ranges[i].bytes)) {
+      bytes += ranges[i].bytes;
+      continue;
+    }
+    // The kernel gives up on a range at a huge page it cannot collapse (EINVAL for one no
+    // page of which was ever touched: blocks handed out and not yet written), leaving the
+    // rest of the range on small pages. One huge page at a time, the others still collapse.
+    if (ranges[i].bytes <= kHugePageSize) continue;
+    char* p = static_cast<char*>(ranges[i].start);
+    for (size_t off = 0; off < ranges[i].bytes; off += kHugePageSize)
+      if (system_->CollapseHugePages(p + off, kHugePageSize)) bytes += kHugePageSize;
+  }
   return bytes;
 }
 

@@ -2,37 +2,36 @@
 
 namespace tcm {
 
-int TransferCache::slots_for(size_t object_size, int batch) {
-  size_t chain_bytes = object_size * static_cast<size_t>(batch);
-  size_t slots = chain_bytes == 0 ? 0 : kMaxBytesPerClass / chain_bytes;
-  if (slots < 1) slots = 1;
-  if (slots > kMaxSlots) slots = kMaxSlots;
-  return static_cast<int>(slots);
+int TransferCache::capacity_for(size_t object_size, int batch) {
+  if (batch <= 0 || object_size == 0) return 0;
+  size_t n = kMaxBytesPerClass / object_size;
+  if (n > kMaxObjects) n = kMaxObjects;
+  size_t batches = n / static_cast<size_t>(batch);
+  if (batches < 1) batches = 1;
+  return static_cast<int>(batches * static_cast<size_t>(batch));
 }
 
 void TransferCache::Init(size_t object_size, int batch, void* storage) {
-  static_assert(sizeof(Slot) == kSlotBytes);
   batch_ = batch;
-  slots_ = static_cast<Slot*>(storage);
-  max_slots_ = storage == nullptr ? 0 : slots_for(object_size, batch);
+  objs_ = static_cast<void**>(storage);
+  capacity_ = storage == nullptr ? 0 : capacity_for(object_size, batch);
 }
 
-bool TransferCache::TryInsert(void* head, void* tail) {
+bool TransferCache::TryInsert(void* const* objs) {
   SpinLockHolder h(&lock_);
   __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
-  if (used_ >= max_slots_) return false;
-  slots_[used_] = Slot{head, tail};
-  __atomic_store_n(&used_, used_ + 1, __ATOMIC_RELAXED);
+  if (used_ + batch_ > capacity_) return false;
+  __builtin_memcpy(objs_ + used_, objs, static_cast<size_t>(batch_) * sizeof(void*));
+  __atomic_store_n(&used_, used_ + batch_, __ATOMIC_RELAXED);
   return true;
 }
 
-bool TransferCache::TryRemove(void** head, void** tail) {
+bool TransferCache::TryRemove(void** out) {
   SpinLockHolder h(&lock_);
   __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
-  if (used_ == 0) return false;
-  __atomic_store_n(&used_, used_ - 1, __ATOMIC_RELAXED);
-  *head = slots_[used_].head;
-  *tail = slots_[used_].tail;
+  if (used_ < batch_) return false;
+  __atomic_store_n(&used_, used_ - batch_, __ATOMIC_RELAXED);
+  __builtin_memcpy(out, objs_ + used_, static_cast<size_t>(batch_) * sizeof(void*));
   return true;
 }
 

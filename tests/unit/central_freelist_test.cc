@@ -216,31 +216,38 @@ TEST_F(CentralFreeListTest, RemoveRangeReturnsWhatItCanWhenMemoryRunsOut) {
   VerifyHeap();
 }
 
-// RemoveBatch (the per-CPU front end's refill) hands out arrays, from the spans and from a
-// parked chain alike, with every object's first word cleared: no link survives into an
-// allocated block.
-TEST_F(CentralFreeListTest, RemoveBatchFillsAnArrayWithClearedObjects) {
+// RemoveBatch and InsertBatch (the per-CPU front end's refill and flush) move arrays, from
+// and to the spans and the transfer cache alike, and never read or write an object: a
+// fresh span's objects come out as the page was (zero), and what a program left in a
+// block it freed is what the next owner finds (no link was stored into it).
+TEST_F(CentralFreeListTest, BatchesMoveAsArraysWithoutTouchingObjects) {
   Init(SizeMap::ClassIndex(48));
   const int batch = static_cast<int>(SizeMap::NumToMove(cl_));
   std::vector<void*> objs(static_cast<size_t>(batch));
   ASSERT_EQ(central_->RemoveBatch(objs.data(), batch), batch);  // from a fresh span
   for (void* o : objs) EXPECT_EQ(RawWord(o), nullptr) << o;
   CheckObjects(objs);
-  EXPECT_EQ(central_->RemoveBatch(objs.data(), 3), 3);  // fewer than a batch: spans too
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(RawWord(objs[static_cast<size_t>(i)]), nullptr);
-  // Park a whole batch, then take it back as an array.
-  std::vector<void*> parked;
-  ASSERT_EQ(Remove(batch, &parked), batch);
-  for (size_t i = 0; i + 1 < parked.size(); ++i) NextOf(parked[i]) = parked[i + 1];
-  central_->InsertRange(parked.front(), parked.back(), batch);
+  std::vector<void*> few(3);
+  EXPECT_EQ(central_->RemoveBatch(few.data(), 3), 3);  // fewer than a batch: spans too
+  for (void* o : few) EXPECT_EQ(RawWord(o), nullptr) << o;
+  // Park a whole batch, each block holding a word of the program's, and take it back.
+  static char marker;
+  for (void* o : objs) RawWord(o) = &marker;
+  central_->InsertBatch(objs.data(), batch);
   ASSERT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
   std::vector<void*> again(static_cast<size_t>(batch));
   ASSERT_EQ(central_->RemoveBatch(again.data(), batch), batch);
   EXPECT_EQ(central_->transfer_objects(), 0u);
-  for (void* o : again) EXPECT_EQ(RawWord(o), nullptr) << o;
-  std::sort(parked.begin(), parked.end());
-  std::sort(again.begin(), again.end());
-  EXPECT_EQ(again, parked);
+  EXPECT_EQ(again, objs) << "in the order parked";
+  for (void* o : again) EXPECT_EQ(RawWord(o), static_cast<void*>(&marker)) << o;
+  // Fewer than a batch go to the spans, untouched too.
+  central_->InsertBatch(few.data(), 3);
+  for (void* o : few) EXPECT_EQ(RawWord(o), nullptr) << o;
+  central_->InsertToSpans(again.data(), batch);
+  for (void* o : again) EXPECT_EQ(RawWord(o), static_cast<void*>(&marker)) << o;
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  EXPECT_EQ(central_->num_spans(), 0u);  // every object is back: the span went to the heap
+  central_->Verify();
 }
 
 // Whole batches given back with InsertRange(start, end, n) park in the transfer cache and
@@ -249,7 +256,7 @@ TEST_F(CentralFreeListTest, RemoveBatchFillsAnArrayWithClearedObjects) {
 TEST_F(CentralFreeListTest, WholeBatchesParkInTheTransferCache) {
   Init(1);
   const int batch = static_cast<int>(SizeMap::NumToMove(1));
-  const int slots = central_->transfer_cache()->max_slots();
+  const int slots = central_->transfer_cache()->capacity() / batch;
   ASSERT_GE(slots, 1);
   std::vector<void*> objs;
   for (int i = 0; i <= slots; ++i) ASSERT_EQ(Remove(batch, &objs), batch);
@@ -385,6 +392,20 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceInATransferBatchCrashes) {
   void* tail = Chain(objs, 0, static_cast<size_t>(batch) - 1);
   NextOf(tail) = objs[5];
   EXPECT_DEATH(central_->InsertRange(objs[0], objs[5], batch), "invalid pointer 0x[0-9a-f]+ \\(double free");
+}
+
+// The same, from a per-CPU cache: an array batch naming one block twice, and an array
+// holding an interior pointer.
+TEST_F(CentralFreeListDeathTest, SameObjectTwiceInAnArrayBatchCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  const int batch = central_->transfer_cache()->batch();
+  std::vector<void*> objs(static_cast<size_t>(batch));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), batch), batch);
+  objs[static_cast<size_t>(batch) - 1] = objs[5];
+  EXPECT_DEATH(central_->InsertBatch(objs.data(), batch),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+  objs[static_cast<size_t>(batch) - 1] = static_cast<char*>(objs[6]) + 8;
+  EXPECT_DEATH(central_->InsertBatch(objs.data(), batch), "invalid pointer 0x[0-9a-f]+ \\(8 bytes into a block");
 }
 
 TEST_F(CentralFreeListDeathTest, ObjectAlreadyFreeInItsSpanCrashes) {

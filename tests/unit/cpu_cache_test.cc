@@ -30,7 +30,6 @@ unsigned long tcm_rseq_aborts = 0;
 #include <vector>
 
 #include "core/central_freelist.h"
-#include "core/freelist_link.h"
 #include "core/size_classes.h"
 #include "platform/os.h"
 #include "platform/rseq.h"
@@ -294,15 +293,11 @@ TEST_F(CpuCacheTest, ObjectsLeaveInTheOrderAThreadCacheWould) {
 
   std::map<void*, size_t> freed_at;
   for (size_t i = 0; i < v.size(); ++i) freed_at[v[i]] = i;
-  for (void* p : v) Free(cl, p);  // past the capacity: chains into the transfer cache
-  void* head;
-  void* tail;
-  ASSERT_TRUE(central_[cl].transfer_cache()->TryRemove(&head, &tail));
-  std::vector<void*> chain;
-  for (void* o = head; chain.size() < batch; o = GetLink(o)) chain.push_back(o);
-  EXPECT_EQ(chain.back(), tail);
+  for (void* p : v) Free(cl, p);  // past the capacity: batches into the transfer cache
+  std::vector<void*> chain(batch);
+  ASSERT_TRUE(central_[cl].transfer_cache()->TryRemove(chain.data()));
   for (size_t i = 1; i < chain.size(); ++i) EXPECT_EQ(freed_at[chain[i]] + 1, freed_at[chain[i - 1]]) << i;
-  ASSERT_TRUE(central_[cl].transfer_cache()->TryInsert(head, tail));
+  ASSERT_TRUE(central_[cl].transfer_cache()->TryInsert(chain.data()));
 
   // Empty the CPU's array (keeping its capacity): the next miss takes that chain back.
   std::vector<void*> held;
