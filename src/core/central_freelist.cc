@@ -63,7 +63,7 @@ void CentralFreeList::NotABlockStart(void* obj, size_t offset, const char* call)
 }
 
 void CentralFreeList::BadLink(const void* obj, const void* next) const {
-  Crash("malloc(): corrupted free list of size class %u (%u bytes): the free block %p links to %p, not a free "
+  Crash("malloc(): corrupted free list of size class %u (%u bytes): the free block %p links to %p, not a "
         "block of its span (a write after free?)",
         unsigned{cl_}, size_, obj, next);
 }
