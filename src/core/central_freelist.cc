@@ -129,9 +129,9 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
 }
 
 void CentralFreeList::InsertRange(void* start, void* end, int n) {
-  ChainSource src{start};
-  void* batch[kMaxTransferBatch];
   if (n == transfer_.batch() && n <= kMaxTransferBatch && !transfer_.LooksFull()) {
+    ChainSource src{start};
+    void* batch[kMaxTransferBatch];
     CollectChain(src, n, batch);
     if (TCM_UNLIKELY(batch[n - 1] != end))
       Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer, unsigned{cl_}, n,
