@@ -266,9 +266,9 @@ TEST_F(CpuCacheTest, SmallClassesCacheUpTo4096Objects) {
   ASSERT_TRUE(os::PinToCpu(0));
   const size_t cl = SizeMap::ClassIndex(16);
   EXPECT_EQ(cache_->max_capacity(cl), 4096);
-  // About 256 KiB a class above that: 1000 blocks of 256 B stay on the CPU.
-  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(256)), 1024);
-  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 64);
+  // About 128 KiB a class above that (256 KiB kept more of a fragmented heap resident).
+  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(256)), 512);
+  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 32);
   std::vector<void*> v;
   for (int i = 0; i < 6000; ++i) v.push_back(Alloc(cl));
   for (void* p : v) Free(cl, p);
