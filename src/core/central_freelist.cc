@@ -13,8 +13,6 @@ static constexpr const char* kIntoTransfer = "free() (batch from a thread cache 
 static constexpr const char* kIntoSpans = "free() (objects returning to their spans)";
 
 static inline bool TestBit(const uint64_t* bits, size_t i) { return (bits[i >> 6] >> (i & 63)) & 1; }
-static inline void SetBit(uint64_t* bits, size_t i) { bits[i >> 6] |= uint64_t{1} << (i & 63); }
-static inline void ClearBit(uint64_t* bits, size_t i) { bits[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
 
 int CentralShardsFor(int cpus) {
   int shards = 1;
