@@ -724,7 +724,7 @@ size_t OwnedSize(const void* p) {
 size_t ReleaseFreeMemory() {
   EnsureInitialized();
   g_cpu_cache.DrainAll();
-  // Chains parked in transfer caches may be all that keeps some spans alive.
+  // Objects parked in transfer caches may be all that keeps some spans alive.
   ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();

@@ -1,15 +1,16 @@
 // CentralFreeList: the shared free objects of one size class, kept as a set of spans each
-// with its own list of free objects (the design's two-level structure).
+// with its own free objects (the design's two-level structure).
 //
-// Thread caches move objects in and out in batches (chains linked through each object's
-// first word). A span whose objects are all free again goes back to the page heap. A span
-// of a class from 16 bytes keeps its free objects as a bitmap (Span::free_bits, one bit
-// per object): they leave lowest address first, and neither taking nor returning them
-// reads or writes an object. The 8-byte class (a bitmap would cost it 1.6% of its memory)
-// and a span whose bitmap could not be allocated keep a list linked through the objects.
+// Front ends move objects in and out in batches: thread caches as chains linked through
+// each object's first word, per-CPU caches as arrays. A span whose objects are all free
+// again goes back to the page heap. A span of a class from 16 bytes keeps its free objects
+// as a bitmap (Span::free_bits, one bit per object): they leave lowest address first, and
+// neither taking nor returning them reads or writes an object. The 8-byte class (a bitmap
+// would cost it 1.6% of its memory) and a span whose bitmap could not be allocated keep a
+// list linked through the objects.
 //
 // Hardening (checks_, on unless TCMALLOC_HARDENED=0): every batch a front end hands in is
-// checked object by object where it arrives (both InsertRange entry points), off the
+// checked object by object where it arrives (every Insert* entry point), off the
 // malloc/free fast paths: each pointer must be the start of a block of this class (span
 // offset a multiple of the class size, by reciprocal multiplication), a batch must not name
 // one object twice, and an object entering its span must not already be free there (its
@@ -23,7 +24,7 @@
 // meet on one lock, and an object freed where it was allocated is reused there. A span
 // belongs to the list that carved it (Span::owner): objects that reach another shard's
 // InsertRange go to their span's owner, under the owner's lock. Transfer caches are per
-// shard; a shard's chains go back to their spans when it sits idle (the scavenger).
+// shard; what a shard parks goes back to its spans when it sits idle (the scavenger).
 //
 // Locking: lock_ guards everything here. Per-object work that needs no shared state (span
 // look-ups, block-start checks, batch checks) runs before it is taken, so threads returning
@@ -125,7 +126,7 @@ class CentralFreeList {
   }
   bool checked() const { return checks_; }
 
-  // Returns every chain parked in the transfer cache to the spans (ReleaseFreeMemory).
+  // Returns every object parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
   // Same, but only if the transfer cache went unused since the previous call.
   void FlushTransferCacheIfIdle();

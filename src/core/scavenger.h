@@ -4,7 +4,7 @@
 // A maintenance pass (Maintain) does, in order:
 //   1. shrink_idle_front_end(now): the front end drains what sat idle (set by the
 //      composition root; the per-CPU caches plug in here);
-//   2. chains parked in a transfer cache that went unused for a whole pass go back to
+//   2. objects parked in a transfer cache that went unused for a whole pass go back to
 //      their spans (and empty spans to the page heap);
 //   3. free page-heap runs that stayed unused for idle_time() = kBaseIdleTime / release_rate
 //      are released to the OS with madvise(MADV_DONTNEED). A hugepage-aware heap releases
