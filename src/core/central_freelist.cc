@@ -74,6 +74,7 @@ void CentralFreeList::ChainEndsEarly(const char* call, int n, int k, const void*
 
 template <typename Source>
 void CentralFreeList::DuplicateInBatch(Source src, int k, void* obj) const {
+  exact_scans_.fetch_add(1, std::memory_order_relaxed);
   for (; k > 0; --k, src.advance())
     if (src.current() == obj)
       Crash("%s: invalid pointer %p (double free: the block is in the same batch twice; size class %u, %u bytes)",
@@ -86,12 +87,19 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // read once per page (the objects of a batch mostly share a few pages; blocks of classes
   // up to 1 KiB live in one-page spans, whose base is the page itself).
   // A double free separated by other frees shows up as a pointer twice in one batch: a
-  // 256-bit filter indexed by the object's index in its span, offset by a hash of its
-  // page, sends the rare pointer whose bit is already set to an exact scan of the batch so
-  // far. Blocks of one page never collide unless their indices are 256 apart, so a batch of
-  // neighbours (the common case) costs no scan at all.
+  // filter indexed by the object's index in its span, offset by a hash of its page, sends
+  // the rare pointer whose bit is already set to an exact scan of the batch so far. Blocks
+  // of one page never collide unless their indices are a filter's width apart, so a batch
+  // of neighbours (the common case) costs no scan at all. At least 8 bits per object (256
+  // at the default batch of 32): with a fixed 256, a batch of 512 (TCMALLOC_TRANSFER_NUM_OBJ
+  // =512) filled the filter and sent most pointers to the scan, O(n^2) per batch.
   const Source first = src;  // for the exact scan
-  uint64_t filter[4] = {0, 0, 0, 0};
+  constexpr size_t kMaxFilterBits = 8 * kMaxTransferBatch;
+  size_t filter_bits = 256;
+  while (filter_bits < 8 * static_cast<size_t>(n) && filter_bits < kMaxFilterBits) filter_bits *= 2;
+  const size_t filter_mask = filter_bits - 1;
+  uint64_t filter[kMaxFilterBits / 64];
+  __builtin_memset(filter, 0, filter_bits / 8);
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
   // In locals: the compiler would re-read the members after every store to filter.
   const uint64_t reciprocal = reciprocal_;
@@ -110,13 +118,13 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
       if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_))
         NotOfThisClass(obj, kIntoTransfer);
       base = one_page ? page << kPageShift : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
-      mix = static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> 56);
+      mix = static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> 48);
       cached_page = page;
     }
     const size_t offset = addr - base;
     const size_t i = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
     if (TCM_UNLIKELY(i * size != offset || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
-    const size_t h = (i + mix) & 255;
+    const size_t h = (i + mix) & filter_mask;
     const uint64_t bit = uint64_t{1} << (h & 63);
     if (TCM_UNLIKELY((filter[h >> 6] & bit) != 0)) DuplicateInBatch(first, k, obj);
     filter[h >> 6] |= bit;

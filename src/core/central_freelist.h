@@ -36,6 +36,7 @@
 #ifndef TCMALLOC_CENTRAL_FREELIST_H_
 #define TCMALLOC_CENTRAL_FREELIST_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -125,6 +126,8 @@ class CentralFreeList {
     return span;
   }
   bool checked() const { return checks_; }
+  // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
+  size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
 
   // Returns every object parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
@@ -223,6 +226,7 @@ class CentralFreeList {
   bool checks_ = true;
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
+  mutable std::atomic<size_t> exact_scans_{0};
 };
 
 // Calls f(list, cl) for every list of `lists` ([shard][class], `shards` groups of

@@ -302,6 +302,26 @@ TEST_F(CentralFreeListTest, WholeBatchesParkInTheTransferCache) {
   VerifyHeap();
 }
 
+// A batch of the largest size (TCMALLOC_TRANSFER_NUM_OBJ=1024) of distinct neighbours is
+// checked with few exact scans: the duplicate filter grows with the batch (a fixed 256 bits
+// filled up and sent most pointers of a batch of 512 to the scan, O(n^2)). What remains
+// are the two pages' index ranges overlapping in the filter (56 here).
+TEST_F(CentralFreeListTest, LargeBatchesAreCheckedWithoutExactScans) {
+  SizeMap::SetMaxBatch(1024);
+  Init(SizeMap::ClassIndex(16));
+  const int batch = central_->transfer_cache()->batch();
+  ASSERT_EQ(batch, 1024);
+  std::vector<void*> objs(static_cast<size_t>(batch));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), batch), batch);
+  central_->InsertBatch(objs.data(), batch);
+  ASSERT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_LE(central_->exact_scans(), static_cast<size_t>(batch) / 8);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), batch), batch);
+  central_->InsertToSpans(objs.data(), batch);
+  central_->Verify();
+  SizeMap::SetMaxBatch(32);
+}
+
 using CentralFreeListDeathTest = CentralFreeListTest;
 
 TEST_F(CentralFreeListDeathTest, DoubleFreeOfAReleasedSpanCrashes) {
