@@ -43,6 +43,7 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
+  TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
   const size_t array_bytes = static_cast<size_t>(TransferCache::capacity_for(size_, batch)) * sizeof(void*);
   // Arena memory is fresh mmap: untouched until objects are parked (start-up RSS).
   transfer_.Init(size_, batch, heap->arena()->Alloc(array_bytes, 64));
@@ -134,21 +135,6 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   }
 }
 
-void CentralFreeList::InsertRange(void* start, void* end, int n) {
-  if (n == transfer_.batch() && n <= kMaxTransferBatch && !transfer_.LooksFull()) {
-    ChainSource src{start};
-    void* batch[kMaxTransferBatch];
-    CollectChain(src, n, batch);
-    if (TCM_UNLIKELY(batch[n - 1] != end))
-      Crash("%s: corrupted batch of size class %u: %d objects from %p do not end at %p", kIntoTransfer, unsigned{cl_}, n,
-            start, end);
-    if (transfer_.TryInsert(batch)) return;
-    InsertToSpans(batch, n);
-    return;
-  }
-  InsertRange(start, n);
-}
-
 void CentralFreeList::InsertBatch(void* const* objs, int n) {
   // A batch is checked only if it may be parked: when the transfer cache is full (a racy
   // look, re-checked under its lock) the objects go to their spans, which check each one
@@ -175,7 +161,7 @@ void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
 }
 
 void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
-  if (!to_spans && n == transfer_.batch() && n <= kMaxTransferBatch && !transfer_.LooksFull()) {
+  if (!to_spans && n == transfer_.batch() && !transfer_.LooksFull()) {
     // One walk checks the batch, copies it into an array and reads the rest of the list.
     ChainSource src{start};
     void* batch[kMaxTransferBatch];
@@ -342,7 +328,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
   void* head = nullptr;
   void* tail = nullptr;
   void* batch[kMaxTransferBatch];
-  if (n == transfer_.batch() && n <= kMaxTransferBatch && transfer_.TryRemove(batch)) {
+  if (n == transfer_.batch() && transfer_.TryRemove(batch)) {
     // Linked in the order they were parked: a thread cache pops them as a list would.
     for (int i = 0; i + 1 < n; ++i) SetLink(batch[i], batch[i + 1]);
     *start = batch[0];

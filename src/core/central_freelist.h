@@ -50,7 +50,8 @@
 
 namespace tcm {
 
-// The largest batch (TCMALLOC_TRANSFER_NUM_OBJ's upper bound).
+// The largest batch (TCMALLOC_TRANSFER_NUM_OBJ's upper bound): front ends and the central
+// list keep batches in arrays of this size on the stack.
 inline constexpr int kMaxTransferBatch = 1024;
 
 // At most this many shards per class; CentralShardsFor picks how many a machine gets.
@@ -97,8 +98,6 @@ class CentralFreeList {
   // unused should free its spans, not wait in the transfer cache).
   void InsertToSpans(void* const* objs, int n);
 
-  // Gives back a chain start..end of n objects, like InsertBatch.
-  void InsertRange(void* start, void* end, int n);
 
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
   // Crashes on a double free it can see (an object whose span has no objects out, or, when

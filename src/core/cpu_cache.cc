@@ -184,7 +184,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
   // in one critical section; what does not fit goes back. Objects move between this cache
   // and the central list as arrays: none carries a link to another one when handed out
   // (the heap checker scans conservatively).
-  void* got_items[kMaxBatch];
+  void* got_items[kMaxTransferBatch];
   const int got = Central(cpu, cl).RemoveBatch(
       got_items, cpu >= 0 ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
   if (got == 0) return nullptr;
@@ -209,7 +209,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
 void CpuCache::DeallocateMiss(size_t cl, void* p) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
-  void* items[kMaxBatch];
+  void* items[kMaxTransferBatch];
   int n = 0;
   if (cpu >= 0) {
     MaybeGrow(cpu, cl, batch);

@@ -72,7 +72,6 @@ inline constexpr size_t kSlabSlots = kSlabBytes / sizeof(void*);
 inline constexpr size_t kHeaderSlots = 128;  // one 8-byte header per class, kMaxClasses
 inline constexpr uint16_t kLockedBegin = 0xffff;
 inline constexpr size_t kMaxClasses = size_class_internal::kMaxClasses;
-inline constexpr int kMaxBatch = 1024;  // TCMALLOC_TRANSFER_NUM_OBJ's upper bound
 inline constexpr size_t kDefaultMaxPerCpuCacheBytes = size_t{3} << 20;
 // A CPU with no slow path for this long is drained whole. Memory must be back within a
 // second of a program going light (issue 12); at 1 s, whether the drain came before that

@@ -250,7 +250,7 @@ TEST_F(CentralFreeListTest, BatchesMoveAsArraysWithoutTouchingObjects) {
   central_->Verify();
 }
 
-// Whole batches given back with InsertRange(start, end, n) park in the transfer cache and
+// Whole batches given back with InsertList(start, n, false) park in the transfer cache and
 // come out again in O(1); the spans only see them when the transfer cache is full or
 // flushed. Flushing must return every span to the page heap.
 TEST_F(CentralFreeListTest, WholeBatchesParkInTheTransferCache) {
@@ -265,7 +265,7 @@ TEST_F(CentralFreeListTest, WholeBatchesParkInTheTransferCache) {
 
   auto insert_batch = [&](size_t first) {
     for (size_t i = first; i + 1 < first + batch; ++i) NextOf(objs[i]) = objs[i + 1];
-    central_->InsertRange(objs[first], objs[first + batch - 1], batch);
+    (void)central_->InsertList(objs[first], batch, false);
   };
   insert_batch(0);
   EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
@@ -370,8 +370,8 @@ TEST_F(CentralFreeListDeathTest, InteriorPointerInATransferBatchCrashes) {
   std::vector<void*> objs;
   ASSERT_EQ(Remove(batch, &objs), batch);
   objs[3] = static_cast<char*>(objs[3]) + 16;
-  void* tail = Chain(objs, 0, static_cast<size_t>(batch));
-  EXPECT_DEATH(central_->InsertRange(objs[0], tail, batch),
+  Chain(objs, 0, static_cast<size_t>(batch));
+  EXPECT_DEATH((void)central_->InsertList(objs[0], batch, false),
                "free\\(\\) \\(batch from a thread cache into the transfer cache\\): invalid pointer 0x[0-9a-f]+ "
                "\\(16 bytes into a block of size class [0-9]+, 112 bytes\\)");
 }
@@ -411,7 +411,7 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceInATransferBatchCrashes) {
   objs[batch - 1] = objs[5];  // freed twice, other frees in between
   void* tail = Chain(objs, 0, static_cast<size_t>(batch) - 1);
   NextOf(tail) = objs[5];
-  EXPECT_DEATH(central_->InsertRange(objs[0], objs[5], batch), "invalid pointer 0x[0-9a-f]+ \\(double free");
+  EXPECT_DEATH((void)central_->InsertList(objs[0], batch, false), "invalid pointer 0x[0-9a-f]+ \\(double free");
 }
 
 // The same, from a per-CPU cache: an array batch naming one block twice, and an array
@@ -549,7 +549,7 @@ TEST_F(CentralFreeListTest, ObjectsFreedThroughAnotherShardReturnToTheirOwner) {
   for (size_t i = 0; i + 1 < objs.size(); ++i) NextOf(objs[i]) = objs[i + 1];
   NextOf(objs.back()) = nullptr;
   const size_t before = central_->free_objects();
-  other.InsertRange(objs.front(), objs.back(), batch);
+  (void)other.InsertList(objs.front(), batch, false);
   EXPECT_EQ(other.transfer_objects(), static_cast<size_t>(batch));
   other.FlushTransferCache();
   EXPECT_EQ(central_->free_objects(), before + static_cast<size_t>(batch));

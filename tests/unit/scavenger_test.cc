@@ -133,7 +133,7 @@ TEST_F(ScavengerTest, IdleTransferCacheChainsGoBackToTheirSpans) {
   void* start;
   void* end;
   ASSERT_EQ(c.RemoveRange(&start, &end, batch), batch);
-  c.InsertRange(start, end, batch);  // a whole batch: parked in the transfer cache
+  (void)c.InsertList(start, batch, false);  // a whole batch: parked in the transfer cache
   ASSERT_EQ(c.transfer_objects(), static_cast<size_t>(batch));
   ASSERT_EQ(c.num_spans(), 1u);
   scavenger_->Maintain(1 * kSecond);  // the cache was used since the last pass: kept
