@@ -381,8 +381,14 @@ static void* AllocateUnhooked(size_t size, Request request) {
 
 static void* AllocateSlowFor(size_t size, Request request) {
   g_scavenger.OnSlowPath();
+  if (TCM_LIKELY(!HooksActive())) return AllocateUnhooked(size, request);
+  const size_t asked = request.size;
+  if (request.align == 0 && size < kMaxAllocation) {  // the heap checker's tail pad (malloc_hook.h)
+    size += HookedTailPad();
+    request.size = size;
+  }
   void* result = AllocateUnhooked(size, request);
-  if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, request.size);
+  InvokeNewHooks(result, asked);
   return result;
 }
 
@@ -592,11 +598,12 @@ void* Reallocate(void* p, size_t size) {
     return nullptr;
   }
   const size_t old = UsableSize(p, "realloc()");
+  const size_t pad = HookedTailPad();  // old >= 8 > pad
   // Stay in place when the block fits and would not waste more than half of it, or when a
   // large block can be resized where it is. Hooks (the heap profiler) see such a resize as
   // the old block freed and a new one of the new size allocated at the same address.
-  const bool in_place = (size <= old && size >= old / 2) ||
-                        (old > kMaxSize && size > kMaxSize && size <= kMaxAllocation && ResizeLargeInPlace(p, size));
+  const bool in_place = (size <= old - pad && size >= old / 2) ||
+                        (old > kMaxSize && size > kMaxSize && size <= kMaxAllocation && ResizeLargeInPlace(p, size + pad));
   if (in_place) {
     if (TCM_UNLIKELY(HooksActive())) {
       InvokeDeleteHooks(p);
@@ -627,7 +634,7 @@ void* AllocateZeroed(size_t n, size_t size) {
     if (p != nullptr) memset(p, 0, total);
     return p;
   }
-  Span* span = AllocateLargeSpan(total, 1);
+  Span* span = AllocateLargeSpan(total < kMaxAllocation ? total + HookedTailPad() : total, 1);
   if (span == nullptr) {
     errno = ENOMEM;
     return nullptr;

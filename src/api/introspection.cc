@@ -53,6 +53,8 @@ void ForEachHeapRun(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), void* ctx
   });
 }
 
+void SetHookedTailPad(size_t bytes) { g_hooked_tail_pad.store(bytes); }
+
 void ForEachAllocatorStatic(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), void* ctx) {
   auto range = [&](const void* p, size_t bytes) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(p);

@@ -17,6 +17,7 @@ constinit RelaxedAtomic<uintptr_t> g_free_limit{kNormalFreeLimit};
 constinit RelaxedAtomic<size_t> g_cpu_alloc_limit{0};
 constinit RelaxedAtomic<uintptr_t> g_cpu_free_limit{0};
 constinit std::atomic<bool> g_alloc_hooks_active{false};
+constinit RelaxedAtomic<size_t> g_hooked_tail_pad{0};
 
 namespace {
 

@@ -73,6 +73,7 @@ struct __attribute__((packed)) Packed {
 };
 Packed g_packed;
 void* g_thread_stack;  // a thread stack the program allocated with malloc
+char* g_ends[65];      // blocks that hold a pointer one past their own end
 
 namespace {
 
@@ -204,6 +205,21 @@ void* LeakThenBlock(void*) {
 
 void MakeFar() {
   g_far = static_cast<char*>(Keep(malloc(4096))) + 2048;
+  g_sink = nullptr;
+}
+
+// Each kept block stores its own end (a vector whose capacity fills its block, an arena
+// block's limit) and is followed by a lost block of the same size, which a fresh span or
+// page run places right after it: the end pointers must not keep the lost blocks alive.
+void LostBehindEndPointers() {
+  for (int i = 0; i < 65; ++i) {
+    const size_t size = i < 64 ? 64 : size_t{1} << 20;  // 64 small ones and a page run
+    char* a = static_cast<char*>(malloc(size));
+    memset(a, 0, 64);
+    reinterpret_cast<char**>(a)[1] = a + size;
+    g_ends[i] = a;
+    Keep(malloc(size));
+  }
   g_sink = nullptr;
 }
 
@@ -436,6 +452,8 @@ int Run(const std::string& s) {
     WaitReady(1);
   } else if (s == "interior_far") {
     Deep(&MakeFar);
+  } else if (s == "behind_end_pointers") {
+    Deep(&LostBehindEndPointers);
   } else if (s == "behind_interior") {
     Deep(&LostBehindInterior);
   } else if (s == "entry_points") {
