@@ -195,7 +195,7 @@ class CpuCache {
   struct alignas(64) CpuMeta {
     SpinLock lock;
     bool initialized = false;
-    size_t capacity_bytes = 0;  // sum over classes of (end - begin) x size, under lock
+    size_t capacity_bytes = 0;  // sum over classes of (end - begin) x size; written under lock, read racily
     std::atomic<uint64_t> last_active{0};
     uint64_t last_resize = 0;  // when unused capacity was last taken back, under lock
     uint32_t misses[kMaxClasses] = {};  // since the previous maintenance pass, under lock
