@@ -14,6 +14,9 @@ static void Line(Printer* out, char op, size_t bytes, const char* what) {
 
 void CollectClassStats(ClassStats* out) {
   memset(static_cast<void*>(out), 0, sizeof(ClassStats) * kNumClasses);
+  // A maintenance pass (the background thread's, another thread's tick) would move objects
+  // from the front end to their spans between the two looks below.
+  SpinLockHolder no_pass(g_scavenger.pass_lock());
   size_t thread_counts[kNumClasses] = {};
   g_caches.AddListLengths(thread_counts);
   // The "thread" column is the front end: thread caches or CPU caches, whichever runs.

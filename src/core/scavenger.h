@@ -107,6 +107,13 @@ class Scavenger {
     background_running_.store(false, std::memory_order_relaxed);
   }
 
+  // Held by a pass. A reader that walks every tier (GetStats' class table) holds it so that
+  // no pass moves objects from one tier to another while it counts them (they would be
+  // counted twice); a pass due meanwhile is skipped, not waited for. REQUIRES: the holder
+  // takes no allocator lock other than in the pass's order (front end, transfer caches,
+  // page heap).
+  SpinLock* pass_lock() { return &lock_; }
+
   uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
   size_t released_bytes() const { return released_.load(std::memory_order_relaxed); }
 
