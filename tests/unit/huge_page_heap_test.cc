@@ -5,6 +5,7 @@
 // (test_heap.h) and ends with Verify(), which in this mode also checks that the tracker's
 // per-huge-page counts add up to the heap's in-use and released bytes.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -297,6 +298,64 @@ TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
   EXPECT_TRUE(advised) << "the heap's memory is not advised MADV_HUGEPAGE";
   for (Span* sp : spans) Delete(sp);
   Check();
+}
+
+// The AnonHugePages figure (KiB) of the mapping holding addr; -1 if there is none.
+long AnonHugeKibAt(const void* addr) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  bool inside = false;
+  long kib = -1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+    } else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) {
+      break;
+    }
+  }
+  fclose(f);
+  return kib;
+}
+
+// MADV_COLLAPSE of a range stops at a huge page none of whose pages was ever touched
+// (blocks handed out and not written yet): EINVAL, and the huge pages after it stay on
+// small pages. Collapse then goes one huge page at a time, so those still collapse.
+TEST_F(HugeHeapTest, CollapseGetsPastAHugePageThatWasNeverTouched) {
+  const size_t span = 3 * kHugePageSize;
+  char* raw = static_cast<char*>(mmap(nullptr, span + kHugePageSize, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(raw, MAP_FAILED);
+  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePageSize - 1) & ~(kHugePageSize - 1));
+  // Touched before the advice, so on small pages: huge page 0 and huge page 2; huge page
+  // 1 never. Advised on its own, the range becomes a mapping of its own, whose smaps entry
+  // counts only its huge pages.
+  p[0] = 1;
+  p[2 * kHugePageSize + 64] = 1;
+  if (!t_->sys.AdviseHugePages(p, span, SystemAllocator::kMmap)) {
+    munmap(raw, span + kHugePageSize);
+    GTEST_SKIP() << "THP unavailable";
+  }
+  // Is MADV_COLLAPSE there at all (Linux >= 6.1, THP in madvise or always mode)?
+  char* probe = static_cast<char*>(mmap(nullptr, 2 * kHugePageSize, PROT_READ | PROT_WRITE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(probe, MAP_FAILED);
+  char* pp = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(probe) + kHugePageSize - 1) & ~(kHugePageSize - 1));
+  pp[0] = 1;
+  const bool collapse_works = os::CollapseHugePages(pp, kHugePageSize);
+  munmap(probe, 2 * kHugePageSize);
+  if (!collapse_works) {
+    munmap(raw, span + kHugePageSize);
+    GTEST_SKIP() << "MADV_COLLAPSE is not supported here";
+  }
+  const PageHeap::HugeRange range{p, span};
+  const size_t collapsed = heap().Collapse(&range, 1);
+  // Both touched huge pages are huge now, whatever the kernel did with the whole range.
+  EXPECT_EQ(AnonHugeKibAt(p), 2 * static_cast<long>(kHugePageSize / 1024));
+  EXPECT_GE(collapsed, 2 * kHugePageSize);
+  munmap(raw, span + kHugePageSize);
 }
 
 // A huge page broken by a release is advised MADV_NOHUGEPAGE, so that khugepaged (which
