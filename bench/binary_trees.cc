@@ -2,10 +2,15 @@
 // (two std::unique_ptr children) are built, walked and freed, many times over, at depths 4
 // to N; one long-lived tree of depth N stays up throughout.
 //
-// Usage: binary_trees [depth=21] [threads=1]
+// Usage: binary_trees [depth=21] [threads=1] [fixed_nodes=0]
 // The short-lived trees of each depth are split over `threads` threads, so 1 and 2 threads
 // do exactly the same work: with an allocator that does not serialise its threads, 2 threads
 // on 2 CPUs take about half the time. ops counts nodes allocated (each also freed).
+// fixed_nodes > 0: only trees of exactly `depth` (no stretch or long-lived tree), built,
+// walked and freed until about fixed_nodes nodes were made; ns a node at one depth shows
+// where the front end's capacity ends (trees of up to a few thousand nodes stay in the
+// caches, larger ones go through the central lists and spans).
+#include <algorithm>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -35,9 +40,30 @@ long Check(const Node* n) { return n->left ? 1 + Check(n->left.get()) + Check(n-
 int main(int argc, char** argv) {
   const int max_depth = static_cast<int>(bench_arg(argc, argv, 1, 21));
   const int threads = static_cast<int>(bench_arg(argc, argv, 2, 1));
+  const uint64_t fixed_nodes = bench_arg(argc, argv, 3, 0);
   if (max_depth < 4 || threads < 1) bench_die("binary_trees: depth >= 4, threads >= 1");
   const double w0 = bench_wall(), c0 = bench_cpu();
   uint64_t nodes = 0;
+  if (fixed_nodes > 0) {
+    const long per_tree = (1L << (max_depth + 1)) - 1;
+    const long trees = std::max(1L, static_cast<long>(fixed_nodes / static_cast<uint64_t>(per_tree)));
+    std::vector<long> counts(static_cast<size_t>(threads), 0);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        long sum = 0;
+        for (long i = t; i < trees; i += threads) sum += Check(Make(max_depth).get());
+        counts[static_cast<size_t>(t)] = sum;
+      });
+    }
+    for (auto& th : pool) th.join();
+    for (long c : counts) nodes += static_cast<uint64_t>(c);
+    if (nodes != static_cast<uint64_t>(trees * per_tree)) bench_die("binary_trees: wrong node count");
+    const double wall = bench_wall() - w0;
+    bench_report(nodes, wall, bench_cpu() - c0);
+    printf(" depth=%d ns_per_node=%.2f\n", max_depth, wall * 1e9 / static_cast<double>(nodes));
+    return 0;
+  }
   {
     auto stretch = Make(max_depth + 1);
     nodes += static_cast<uint64_t>(Check(stretch.get()));

@@ -107,6 +107,11 @@ def workloads(mode, threads):
     depth = "21" if full else "19"
     for t in sorted({1, max(threads)}):
         w.append(Workload(f"binary-trees {t}t", ["binary_trees", depth, str(t)]))
+    if full:
+        # One depth at a time, 2^24 nodes each: where the front end's capacity ends (a
+        # tree of depth 12 is 8191 nodes, 128 KiB of 16-byte objects).
+        for d in (4, 8, 12, 14, 16, 19):
+            w.append(Workload(f"binary-trees depth {d} 1t", ["binary_trees", str(d), "1", "16M"]))
     w.append(Workload("1000 idle threads", ["idle_threads", "1000", "256", "8", "1032"], throughput=False,
                       extra={"rss_growth_mib": "1000 idle threads: RSS growth, MiB",
                              "frontend_cache_mib": "1000 idle threads: front-end cache bytes, MiB"}))
