@@ -239,7 +239,14 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
 bool CpuCache::IsTopObject(size_t cl, const void* p) {
   const int cpu = CallerCpu();
   if (cpu < 0 || !__atomic_load_n(&meta(cpu).initialized, __ATOMIC_ACQUIRE)) return false;
-  const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_ACQUIRE);
+  const SlabHeader* h = Header(cpu, cl);
+  // A locked class (a maintenance pass halving it, a drain) hands its objects to the
+  // central list before it lowers `current`: meanwhile its top may be an object another
+  // thread has taken from there and is now rightly freeing (api_fork died of that once in
+  // CI, "double free" under four hammering threads). Not a double free we can tell. Once
+  // `begin` reads unlocked (acquire: the unlock is its last store), `current` is the new one.
+  if (__atomic_load_n(&h->begin, __ATOMIC_ACQUIRE) == kLockedBegin) return false;
+  const uint16_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
   if (current <= begin_[cl] || current > begin_[cl] + max_capacity(cl)) return false;
   return __atomic_load_n(&Slots(cpu)[current - 1], __ATOMIC_RELAXED) == p;
 }

@@ -238,6 +238,48 @@ TEST_F(CpuCacheTest, DrainWhileAnotherThreadUsesTheCpu) {
   for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
 }
 
+// A drain locks the class, hands its objects to the central list and only then lowers
+// `current`. Meanwhile the slot under `current` holds an object someone may already have
+// taken from the central list and be freeing now: not a double free. The drain is held
+// inside the central list (its lock taken here) with the class locked.
+TEST_F(CpuCacheTest, ATopObjectOfAClassBeingDrainedIsNotADoubleFree) {
+  if (os::AllowedCpuCount() < 2) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  constexpr size_t cl = 5;
+  ASSERT_TRUE(os::PinToCpu(0));
+  void* a = Alloc(cl);
+  void* b = Alloc(cl);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  Free(cl, a);
+  EXPECT_TRUE(cache_->IsTopObject(cl, a)) << "a freed twice in a row is caught";
+  central_[cl].lock()->Lock();
+  std::thread drainer([&] {
+    ASSERT_TRUE(os::PinToCpu(1));
+    cache_->Drain(0);  // blocks in the central list, CPU 0's classes locked
+  });
+  // Locked once a pop misses: until then it takes a, which goes straight back.
+  for (;;) {
+    void* x = cache_->Pop(cl);
+    if (x == nullptr) break;
+    ASSERT_EQ(x, a);
+    ASSERT_TRUE(cache_->Push(cl, x));
+    sched_yield();
+  }
+  EXPECT_FALSE(cache_->IsTopObject(cl, a)) << "a class being drained reported its stale top";
+  central_[cl].lock()->Unlock();
+  drainer.join();
+  EXPECT_FALSE(cache_->IsTopObject(cl, a));
+  os::UnpinFromCpus();
+  void* again = Alloc(cl);  // a, from the central list
+  ASSERT_NE(again, nullptr);
+  Free(cl, again);
+  Free(cl, b);
+  cache_->DrainAll();
+  for (size_t c = 1; c < kNumClasses; ++c) central_[c].Verify();
+}
+
 TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
   const size_t cl = SizeMap::ClassIndex(128);
   std::vector<void*> v;
