@@ -91,11 +91,14 @@ struct alignas(8) SlabHeader {  // stored whole (one 8-byte store) when a CPU is
 static_assert(sizeof(SlabHeader) == 8);
 
 namespace cpu_cache_internal {
-// Most objects a class may ever cache on one CPU: about 128 KiB worth, 8..4096 objects.
-// At 2048 a working set of a few thousand small nodes (a tree of depth 11) crossed the
-// central list where a thread cache (8192) held it; 4096 made binary trees (depth 19) 5%
-// faster on one thread and on two. 8192 was tried: 5% faster again on one thread, but two
-// threads went from 0.78-0.86 s to 0.94-1.15 s (8 runs each): rejected. 256 KiB a class
+// Most objects a class may ever cache on one CPU: about 128 KiB worth, 8..8192 objects
+// (the cap matters for the 8- and 16-byte classes only). At 2048 a working set of a few
+// thousand small nodes (a tree of depth 11) crossed the central list where a thread cache
+// (8192) held it; 4096 made binary trees (depth 19) 5% faster. 8192 was rejected once
+// (two threads 0.78-0.86 -> 0.94-1.15 s), while the slow-path tick was one counter both
+// CPUs wrote; with that counted per thread, 8192 took trees of depth 12 from 7.7-8.3 to
+// 5.6-5.9 ns a node, depth 19 from 1.11-1.17 to 1.07-1.11 s on one thread and 0.67-0.89
+// to 0.64-0.85 s on two (8 interleaved runs, both bimodal). 256 KiB a class
 // was tried: a working set of 1000 blocks of 256 B then stays on the CPU (the suite's
 // batch 256: 4.4 ns a pair against 7.1), but a heap of 1 GiB with 75% freed in random
 // order kept 1.36-1.51x its bytes in use after the idle period, not 1.25-1.29x (issue 13's
@@ -104,7 +107,7 @@ namespace cpu_cache_internal {
 constexpr uint16_t MaxCapacity(size_t cl) {
   if (cl == 0) return 0;
   size_t n = (128 * 1024) / SizeMap::ClassSize(cl);
-  return static_cast<uint16_t>(n < 8 ? 8 : n > 4096 ? 4096 : n);
+  return static_cast<uint16_t>(n < 8 ? 8 : n > 8192 ? 8192 : n);
 }
 constexpr size_t TotalSlots() {
   size_t total = kHeaderSlots;
