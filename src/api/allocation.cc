@@ -547,8 +547,11 @@ void* AllocateAligned(size_t align, size_t size) {
     if (align == 16 && size < 16) size = 16;
     return Allocate(size);
   }
-  if (size <= kMaxSize && align < kPageSize) {
-    if (const size_t cl = AlignedClass(size, align)) {
+  // The heap checker's tail pad (malloc_hook.h), 0 unless hooks are installed; hooks see
+  // `size`. (align <= 16 went through Allocate, which pads in its slow path.)
+  const size_t padded = size <= kMaxAllocation ? size + HookedTailPad() : size;
+  if (padded <= kMaxSize && align < kPageSize) {
+    if (const size_t cl = AlignedClass(padded, align)) {
       // Allocate()'s fast path for class cl; its miss carries the request to the slow path.
       const size_t class_size = SizeMap::ClassSize(cl);
       ThreadCache* tc = tls_cache;
@@ -564,7 +567,7 @@ void* AllocateAligned(size_t align, size_t size) {
     return nullptr;
   }
   size_t align_pages = align <= kPageSize ? 1 : align >> kPageShift;
-  void* result = AllocateLarge(size, align_pages);
+  void* result = AllocateLarge(padded, align_pages);
   if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, size);
   return result;
 }

@@ -49,8 +49,8 @@ bool IsHeapMemory(uintptr_t addr);
 // address order (adjacent runs separately). REQUIRES LockAllocator held.
 void ForEachHeapRun(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), void* ctx);
 
-// While hooks are installed, every allocation without an alignment request gets `bytes`
-// beyond its request (hooks still see the request). The heap checker asks for 1, so that a
+// While hooks are installed, every allocation gets `bytes` beyond its request (hooks
+// still see the request). The heap checker asks for 1, so that a
 // pointer one past a block's end (std::vector's end of storage, an arena block's limit)
 // points into that block and not at the start of the next one. Set before installing hooks.
 void SetHookedTailPad(size_t bytes);

@@ -77,8 +77,8 @@ inline bool HooksActive() { return g_alloc_hooks_active.load(std::memory_order_r
 void InvokeNewHooks(const void* p, size_t size);
 void InvokeDeleteHooks(const void* p);
 
-// Bytes added to every allocation without an alignment request while hooks are active; the
-// hooks still see the size asked for. The heap checker sets 1: a pointer one past a block's
+// Bytes added to every allocation while hooks are active; the hooks still see the size
+// asked for. The heap checker sets 1: a pointer one past a block's
 // end (std::vector's end of storage, an arena block's limit) then stays inside the block
 // instead of pointing at the start of the next one and keeping it "reachable" (conservative
 // collectors pad for the same reason). 0 by default.

@@ -426,7 +426,7 @@ void Init() {
   g_main_checker = HeapLeakCheckerAccess::MakeMain(g_main_storage);
   pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
   // A pointer one past a block's end must not keep the next block alive (a vector whose
-  // capacity fills its block, an arena's limit): every unaligned block gets a byte more.
+  // capacity fills its block, an arena's limit): every block gets a byte more.
   introspection::SetHookedTailPad(1);
   g_active.store(true, std::memory_order_release);
   if (MallocHook_AddNewHook(&NewHook) == 0 || MallocHook_AddDeleteHook(&DeleteHook) == 0) {

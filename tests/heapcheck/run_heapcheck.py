@@ -38,7 +38,7 @@ SCENARIOS = {
     "interior_far": {"*": (4096, 1)},          # the only pointer is 2048 bytes inside
     "behind_interior": {"*": (264, 2)},
     # One-past-the-end pointers hold nothing (draconian: the globals that keep the rest are no roots).
-    "behind_end_pointers": {"*": (64 * 64 + (1 << 20), 65), "draconian": (2 * (64 * 64 + (1 << 20)), 130)},
+    "behind_end_pointers": {"*": (72 * 64 + (1 << 20), 73), "draconian": (2 * (72 * 64 + (1 << 20)), 146)},
     "entry_points": {"*": (2104600, 8)},
     "unaligned": {"*": (432, 1)},              # the only pointer is at an odd address
     "plugin_leak": {"*": (222, 2)},

@@ -73,7 +73,7 @@ struct __attribute__((packed)) Packed {
 };
 Packed g_packed;
 void* g_thread_stack;  // a thread stack the program allocated with malloc
-char* g_ends[65];      // blocks that hold a pointer one past their own end
+char* g_ends[73];      // blocks that hold a pointer one past their own end
 
 namespace {
 
@@ -212,13 +212,14 @@ void MakeFar() {
 // block's limit) and is followed by a lost block of the same size, which a fresh span or
 // page run places right after it: the end pointers must not keep the lost blocks alive.
 void LostBehindEndPointers() {
-  for (int i = 0; i < 65; ++i) {
-    const size_t size = i < 64 ? 64 : size_t{1} << 20;  // 64 small ones and a page run
-    char* a = static_cast<char*>(malloc(size));
+  for (int i = 0; i < 73; ++i) {
+    // 64 small blocks, a page run, and 8 aligned blocks (memalign takes its own path).
+    const size_t size = i < 64 ? 64 : i == 64 ? size_t{1} << 20 : 64;
+    char* a = static_cast<char*>(i < 65 ? malloc(size) : memalign(64, size));
     memset(a, 0, 64);
     reinterpret_cast<char**>(a)[1] = a + size;
     g_ends[i] = a;
-    Keep(malloc(size));
+    Keep(i < 65 ? malloc(size) : memalign(64, size));
   }
   g_sink = nullptr;
 }
