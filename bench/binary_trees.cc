@@ -35,6 +35,25 @@ std::unique_ptr<Node> Make(int depth) {
 
 long Check(const Node* n) { return n->left ? 1 + Check(n->left.get()) + Check(n->right.get()) : 1; }
 
+// Builds, walks and frees `trees` trees of `depth`, split over `threads` threads; returns
+// the nodes made (checked: a wrong count means a damaged tree).
+uint64_t MakeTrees(int depth, long trees, int threads) {
+  std::vector<long> counts(static_cast<size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      long sum = 0;
+      for (long i = t; i < trees; i += threads) sum += Check(Make(depth).get());
+      counts[static_cast<size_t>(t)] = sum;
+    });
+  }
+  for (auto& th : pool) th.join();
+  long total = 0;
+  for (long c : counts) total += c;
+  if (total != trees * ((1L << (depth + 1)) - 1)) bench_die("binary_trees: wrong node count");
+  return static_cast<uint64_t>(total);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,20 +64,8 @@ int main(int argc, char** argv) {
   const double w0 = bench_wall(), c0 = bench_cpu();
   uint64_t nodes = 0;
   if (fixed_nodes > 0) {
-    const long per_tree = (1L << (max_depth + 1)) - 1;
-    const long trees = std::max(1L, static_cast<long>(fixed_nodes / static_cast<uint64_t>(per_tree)));
-    std::vector<long> counts(static_cast<size_t>(threads), 0);
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        long sum = 0;
-        for (long i = t; i < trees; i += threads) sum += Check(Make(max_depth).get());
-        counts[static_cast<size_t>(t)] = sum;
-      });
-    }
-    for (auto& th : pool) th.join();
-    for (long c : counts) nodes += static_cast<uint64_t>(c);
-    if (nodes != static_cast<uint64_t>(trees * per_tree)) bench_die("binary_trees: wrong node count");
+    const uint64_t per_tree = (uint64_t{1} << (max_depth + 1)) - 1;
+    nodes = MakeTrees(max_depth, std::max<long>(1, static_cast<long>(fixed_nodes / per_tree)), threads);
     const double wall = bench_wall() - w0;
     bench_report(nodes, wall, bench_cpu() - c0);
     printf(" depth=%d ns_per_node=%.2f\n", max_depth, wall * 1e9 / static_cast<double>(nodes));
@@ -70,23 +77,7 @@ int main(int argc, char** argv) {
   }
   auto long_lived = Make(max_depth);
   nodes += static_cast<uint64_t>(Check(long_lived.get()));
-  for (int d = 4; d <= max_depth; d += 2) {
-    const long iterations = 1L << (max_depth - d + 4);
-    std::vector<long> counts(static_cast<size_t>(threads), 0);
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        long sum = 0;
-        for (long i = t; i < iterations; i += threads) sum += Check(Make(d).get());
-        counts[static_cast<size_t>(t)] = sum;
-      });
-    }
-    for (auto& th : pool) th.join();
-    long total = 0;
-    for (long c : counts) total += c;
-    if (total != iterations * ((1L << (d + 1)) - 1)) bench_die("binary_trees: wrong node count");
-    nodes += static_cast<uint64_t>(total);
-  }
+  for (int d = 4; d <= max_depth; d += 2) nodes += MakeTrees(d, 1L << (max_depth - d + 4), threads);
   if (Check(long_lived.get()) != (1L << (max_depth + 1)) - 1) bench_die("binary_trees: long-lived tree damaged");
   bench_report(nodes, bench_wall() - w0, bench_cpu() - c0);
   printf("\n");
