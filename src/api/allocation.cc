@@ -379,13 +379,20 @@ static void* AllocateUnhooked(size_t size, Request request) {
   return result;
 }
 
+static size_t AlignedClass(size_t size, size_t align);
+
 static void* AllocateSlowFor(size_t size, Request request) {
   g_scavenger.OnSlowPath();
   if (TCM_LIKELY(!HooksActive())) return AllocateUnhooked(size, request);
+  // The heap checker's tail pad (malloc_hook.h): here, where every hooked small allocation
+  // passes (the limits are 0 while hooks are installed), so no fast path tests for it.
   const size_t asked = request.size;
-  if (request.align == 0 && size < kMaxAllocation) {  // the heap checker's tail pad (malloc_hook.h)
-    size += HookedTailPad();
+  const size_t pad = HookedTailPad();
+  if (request.align == 0 && size < kMaxAllocation) {
+    size += pad;
     request.size = size;
+  } else if (request.align != 0 && asked + pad <= kMaxSize) {
+    if (const size_t cl = AlignedClass(asked + pad, request.align)) size = SizeMap::ClassSize(cl);
   }
   void* result = AllocateUnhooked(size, request);
   InvokeNewHooks(result, asked);
@@ -547,11 +554,8 @@ void* AllocateAligned(size_t align, size_t size) {
     if (align == 16 && size < 16) size = 16;
     return Allocate(size);
   }
-  // The heap checker's tail pad (malloc_hook.h), 0 unless hooks are installed; hooks see
-  // `size`. (align <= 16 went through Allocate, which pads in its slow path.)
-  const size_t padded = size <= kMaxAllocation ? size + HookedTailPad() : size;
-  if (padded <= kMaxSize && align < kPageSize) {
-    if (const size_t cl = AlignedClass(padded, align)) {
+  if (size <= kMaxSize && align < kPageSize) {
+    if (const size_t cl = AlignedClass(size, align)) {
       // Allocate()'s fast path for class cl; its miss carries the request to the slow path.
       const size_t class_size = SizeMap::ClassSize(cl);
       ThreadCache* tc = tls_cache;
@@ -567,7 +571,7 @@ void* AllocateAligned(size_t align, size_t size) {
     return nullptr;
   }
   size_t align_pages = align <= kPageSize ? 1 : align >> kPageShift;
-  void* result = AllocateLarge(padded, align_pages);
+  void* result = AllocateLarge(size + HookedTailPad(), align_pages);  // the checker's pad, hooks see size
   if (TCM_UNLIKELY(HooksActive())) InvokeNewHooks(result, size);
   return result;
 }
