@@ -248,34 +248,48 @@ TEST_F(CpuCacheTest, ATopObjectOfAClassBeingDrainedIsNotADoubleFree) {
   }
   constexpr size_t cl = 5;
   ASSERT_TRUE(os::PinToCpu(0));
-  void* a = Alloc(cl);
-  void* b = Alloc(cl);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  Free(cl, a);
-  EXPECT_TRUE(cache_->IsTopObject(cl, a)) << "a freed twice in a row is caught";
-  central_[cl].lock()->Lock();
-  std::thread drainer([&] {
-    ASSERT_TRUE(os::PinToCpu(1));
-    cache_->Drain(0);  // blocks in the central list, CPU 0's classes locked
-  });
-  // Locked once a pop misses: until then it takes a, which goes straight back.
-  for (;;) {
-    void* x = cache_->Pop(cl);
-    if (x == nullptr) break;
-    ASSERT_EQ(x, a);
-    ASSERT_TRUE(cache_->Push(cl, x));
-    sched_yield();
+  bool seen_locked_with_stale_top = false;
+  // The drain may lock the class between our probe's pop and push (CI hit it once): then
+  // the probe holds `a` and the cache's top is not `a`; start over.
+  for (int attempt = 0; attempt < 100 && !seen_locked_with_stale_top; ++attempt) {
+    void* a = Alloc(cl);
+    void* b = Alloc(cl);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    Free(cl, a);
+    EXPECT_TRUE(cache_->IsTopObject(cl, a)) << "a freed twice in a row is caught";
+    central_[cl].lock()->Lock();
+    std::thread drainer([&] {
+      ASSERT_TRUE(os::PinToCpu(1));
+      cache_->Drain(0);  // blocks in the central list, CPU 0's classes locked
+    });
+    // Locked once a pop misses: until then it takes a, which goes straight back.
+    void* held = nullptr;
+    for (;;) {
+      void* x = cache_->Pop(cl);
+      if (x == nullptr) break;
+      ASSERT_EQ(x, a);
+      if (!cache_->Push(cl, x)) {
+        held = x;  // locked between the pop and the push
+        break;
+      }
+      sched_yield();
+    }
+    if (held == nullptr) {
+      EXPECT_FALSE(cache_->IsTopObject(cl, a)) << "a class being drained reported its stale top";
+      seen_locked_with_stale_top = true;
+    }
+    central_[cl].lock()->Unlock();
+    drainer.join();
+    EXPECT_FALSE(cache_->IsTopObject(cl, a));
+    if (held != nullptr) Free(cl, held);
+    void* again = Alloc(cl);  // a, from the central list
+    ASSERT_NE(again, nullptr);
+    Free(cl, again);
+    Free(cl, b);
   }
-  EXPECT_FALSE(cache_->IsTopObject(cl, a)) << "a class being drained reported its stale top";
-  central_[cl].lock()->Unlock();
-  drainer.join();
-  EXPECT_FALSE(cache_->IsTopObject(cl, a));
   os::UnpinFromCpus();
-  void* again = Alloc(cl);  // a, from the central list
-  ASSERT_NE(again, nullptr);
-  Free(cl, again);
-  Free(cl, b);
+  EXPECT_TRUE(seen_locked_with_stale_top);
   cache_->DrainAll();
   for (size_t c = 1; c < kNumClasses; ++c) central_[c].Verify();
 }
