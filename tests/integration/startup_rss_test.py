@@ -32,7 +32,8 @@ def evict_from_page_cache(path):
     fault-around then maps every cached page near a fault: its mappings read 652 KiB
     resident instead of 496 and VmHWM 190 KiB more, depending only on what the page cache
     holds. Measured as a program meets it after a reboot, the figure is the pages the
-    start-up really touches (plus read-ahead)."""
+    start-up really touches (plus read-ahead). Pages another process maps cannot be
+    dropped: CTest runs this test alone (RUN_SERIAL)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)  # dirty pages cannot be dropped
