@@ -1,8 +1,10 @@
 // Pointer to block: which heap block an address falls in, from the pagemap alone.
 //
-// One answer for every question of that kind (malloc_usable_size and the Verify*Memory
-// checks, MallocExtension::GetOwnership, the heap checker's interior pointers, the debug
-// build's block-start check), so they cannot disagree about what "ours" means.
+// One answer for every question of that kind (malloc_usable_size and realloc for page
+// runs, the Verify*Memory checks, MallocExtension::GetOwnership, the heap checker's
+// interior pointers, the debug build's block-start check), so they cannot disagree about
+// what "ours" means. (malloc_usable_size and realloc of a small object ask the class map
+// first, which gives the same size without reading the span record: api/allocation.cc.)
 //
 // What is found: any byte of a block handed out from an in-use span. In a small-object
 // span that is the object the byte falls in (the span's tail that holds no whole object is

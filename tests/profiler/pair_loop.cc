@@ -1,10 +1,22 @@
 // N malloc(32)+free pairs, for counting instructions under callgrind (callgrind_test.py).
 // The loop is all the program does after start-up, so the instruction difference between
 // two values of N divided by their difference is the cost of one pair, loop included.
+// `pair_loop N realloc`: N reallocs of one block between 40 and 48 bytes (one size class,
+// so each stays in place): the cost of realloc's size look-up.
 #include <cstdlib>
+#include <cstring>
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? atol(argv[1]) : 0;
+  if (argc > 2 && strcmp(argv[2], "realloc") == 0) {
+    void* p = malloc(40);
+    for (long i = 0; i < n; ++i) {
+      p = realloc(p, (i & 1) != 0 ? 40 : 48);
+      asm volatile("" : : "r"(p) : "memory");
+    }
+    free(p);
+    return 0;
+  }
   for (long i = 0; i < n; ++i) {
     void* p = malloc(32);
     // The pointer escapes into an empty asm: the pair cannot be optimised away.
