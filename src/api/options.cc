@@ -53,7 +53,8 @@ static const OptionSpec kTable[] = {
     TCM_ALLOC("TCMALLOC_HUGEPAGES", kBool, hugepages, 0, 1,
               "hugepage-aware page heap: 2 MiB units advised MADV_HUGEPAGE, whole huge pages released first"),
     TCM_ALLOC("TCMALLOC_TRANSFER_NUM_OBJ", kInt, transfer_num_obj, 2, 1024,
-              "largest batch moved between thread caches and central lists"),
+              "largest batch moved between the front end and the central lists (default: 32 with "
+              "per-thread caches, as gperftools; 128 with per-CPU caches)"),
     TCM_ALLOC("TCMALLOC_DISABLE_MEMORY_RELEASE", kBool, disable_memory_release, 0, 1,
               "never return memory to the OS"),
     TCM_ALLOC("MALLOCSTATS", kInt, mallocstats, 0, 3, "print statistics at exit (1 = summary, 2 = tables)"),
@@ -201,7 +202,16 @@ static void PrintDefault(const OptionSpec& spec, const Options& defaults, char* 
   Printer p(buf, len);
   switch (spec.kind) {
     case OptionSpec::kBool: p.Printf("%s", *reinterpret_cast<const bool*>(field) ? "true" : "false"); break;
-    case OptionSpec::kInt: p.Printf("%lld", static_cast<long long>(*reinterpret_cast<const int64_t*>(field))); break;
+    case OptionSpec::kInt: {
+      // A default below the accepted range means "chosen by the library" (the help says how).
+      const int64_t v = *reinterpret_cast<const int64_t*>(field);
+      if (static_cast<double>(v) < spec.min) {
+        p.Printf("(automatic)");
+      } else {
+        p.Printf("%lld", static_cast<long long>(v));
+      }
+      break;
+    }
     case OptionSpec::kDouble: p.Printf("%g", *reinterpret_cast<const double*>(field)); break;
     case OptionSpec::kString: p.Printf("\"%s\"", field); break;
   }

@@ -71,7 +71,9 @@ struct Options {
   int64_t heap_limit_mb = 0;
   bool aggressive_decommit = false;
   bool hugepages = true;  // TCMALLOC_HUGEPAGES: hugepage-aware page heap
-  int64_t transfer_num_obj = 32;
+  // 0: by front end, kPerThreadBatch with per-thread caches and kPerCpuBatch with per-CPU
+  // caches (globals.cc); a value the user sets applies to both.
+  int64_t transfer_num_obj = 0;
   bool disable_memory_release = false;
   int64_t mallocstats = 0;
   // Ours.

@@ -92,7 +92,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // the rare pointer whose bit is already set to an exact scan of the batch so far. Blocks
   // of one page never collide unless their indices are a filter's width apart, so a batch
   // of neighbours (the common case) costs no scan at all. At least 8 bits per object (256
-  // at the default batch of 32): with a fixed 256, a batch of 512 (TCMALLOC_TRANSFER_NUM_OBJ
+  // at a batch of 32, 1024 at the per-CPU default of 128): with a fixed 256, a batch of 512 (TCMALLOC_TRANSFER_NUM_OBJ
   // =512) filled the filter and sent most pointers to the scan, O(n^2) per batch.
   const Source first = src;  // for the exact scan
   constexpr size_t kMaxFilterBits = 8 * kMaxTransferBatch;

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   if (action == "props") {
     for (const char* n : {"tcmalloc.max_total_thread_cache_bytes", "tcmalloc.sample_parameter",
                           "tcmalloc.heap_limit_mb", "tcmalloc.aggressive_memory_decommit",
-                          "tcmalloc.guarded_sample_rate", "tcmalloc.hardened"})
+                          "tcmalloc.guarded_sample_rate", "tcmalloc.hardened", "tcmalloc.per_cpu_caches_active"})
       printf("%s=%zu\n", n, Prop(n));
     printf("release_rate=%g\n", MallocExtension::instance()->GetMemoryReleaseRate());
     free(malloc(16));

@@ -38,8 +38,9 @@ class Garbage(unittest.TestCase):
         ("TCMALLOC_RELEASE_RATE", "-1", "release_rate", "1"),
         ("TCMALLOC_HEAP_LIMIT_MB", "12q", "tcmalloc.heap_limit_mb", "0"),
         ("TCMALLOC_AGGRESSIVE_DECOMMIT", "maybe", "tcmalloc.aggressive_memory_decommit", "0"),
-        ("TCMALLOC_TRANSFER_NUM_OBJ", "zillion", "batch16", "32"),
-        ("TCMALLOC_TRANSFER_NUM_OBJ", "0", "batch16", "32"),
+        # The default batch depends on the front end: 128 per-CPU, 32 per-thread.
+        ("TCMALLOC_TRANSFER_NUM_OBJ", "zillion", "batch16", "by-mode"),
+        ("TCMALLOC_TRANSFER_NUM_OBJ", "0", "batch16", "by-mode"),
         ("TCMALLOC_GUARDED_SAMPLE_RATE", "often", "tcmalloc.guarded_sample_rate", "67108864"),
         ("TCMALLOC_GUARDED_SAMPLE_RATE", "-1", "tcmalloc.guarded_sample_rate", "67108864"),
         ("TCMALLOC_HARDENED", "sometimes", "tcmalloc.hardened", "1"),
@@ -49,6 +50,8 @@ class Garbage(unittest.TestCase):
         for name, bad, key, default in self.CASES:
             with self.subTest(name=name, value=bad):
                 p, v = run({name: bad}, "props")
+                if default == "by-mode":
+                    default = "128" if v["tcmalloc.per_cpu_caches_active"] == "1" else "32"
                 self.assertEqual(v[key], default)
                 warnings = [l for l in p.stderr.splitlines() if name in l]
                 self.assertEqual(len(warnings), 1, p.stderr)
@@ -81,6 +84,12 @@ class Effects(unittest.TestCase):
     def test_transfer_num_obj(self):
         _, v = run({"TCMALLOC_TRANSFER_NUM_OBJ": "8"}, "props")
         self.assertEqual(v["batch16"], "8")
+        # Unset: 128 with per-CPU caches, gperftools' 32 with per-thread caches.
+        _, v = run({}, "props")
+        self.assertEqual(v["batch16"], "128" if v["tcmalloc.per_cpu_caches_active"] == "1" else "32")
+        _, v = run({"TCMALLOC_PER_CPU_CACHES": "0"}, "props")
+        self.assertEqual(v["tcmalloc.per_cpu_caches_active"], "0")
+        self.assertEqual(v["batch16"], "32")
 
     def test_heap_limit(self):
         _, v = run({"TCMALLOC_HEAP_LIMIT_MB": "64"}, "alloc", 200)
