@@ -42,8 +42,8 @@ int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
   for (int j = 0; j < n; ++j) TCM_TSAN_RELEASE(items[j]);
   uintptr_t slab, cur, k, i, tmp, dst;
   asm volatile goto(TCM_RSEQ_PROLOGUE
-                    "movzwl (%[slab],%[cl],8), %k[cur]\n\t"
-                    "movzwl 2(%[slab],%[cl],8), %k[k]\n\t"
+                    "movl (%[slab],%[cl],8), %k[cur]\n\t"
+                    "movzwl 4(%[slab],%[cl],8), %k[k]\n\t"
                     "subl %k[cur], %k[k]\n\t"  // room = end - current (negative when locked)
                     "jle %l[miss]\n\t"
                     "cmpl %[n], %k[k]\n\t"
@@ -57,7 +57,7 @@ int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
                     "cmpl %k[k], %k[i]\n\t"
                     "jb .Lcopy%=\n\t"
                     "addl %k[k], %k[cur]\n\t"
-                    "movw %w[cur], (%[slab],%[cl],8)\n"  // commit
+                    "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
                     TCM_RSEQ_EPILOGUE
                     : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
                       [dst] "=&r"(dst)
@@ -75,8 +75,8 @@ miss:
 int CpuCache::PopBatch(size_t cl, void** out, int n) {
   uintptr_t slab, cur, k, i, tmp, src;
   asm volatile goto(TCM_RSEQ_PROLOGUE
-                    "movzwl (%[slab],%[cl],8), %k[cur]\n\t"
-                    "movzwl 4(%[slab],%[cl],8), %k[tmp]\n\t"
+                    "movl (%[slab],%[cl],8), %k[cur]\n\t"
+                    "movzwl 6(%[slab],%[cl],8), %k[tmp]\n\t"
                     "movl %k[cur], %k[k]\n\t"
                     "subl %k[tmp], %k[k]\n\t"  // cached = current - begin (negative when locked)
                     "jle %l[miss]\n\t"
@@ -91,7 +91,7 @@ int CpuCache::PopBatch(size_t cl, void** out, int n) {
                     "incl %k[i]\n\t"
                     "cmpl %k[k], %k[i]\n\t"
                     "jb .Lcopy%=\n\t"
-                    "movw %w[cur], (%[slab],%[cl],8)\n"  // commit
+                    "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
                     TCM_RSEQ_EPILOGUE
                     : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
                       [src] "=&r"(src)
@@ -117,7 +117,7 @@ int CpuCache::CallerCpu() {
 void CpuCache::InitCpu(int cpu) {
   // No fast path commits on an all-zero header (it misses both ways), so plain stores do.
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    SlabHeader h{begin_[cl], begin_[cl], begin_[cl], 0};
+    SlabHeader h{begin_[cl], begin_[cl], begin_[cl]};
     __atomic_store(Header(cpu, cl), &h, __ATOMIC_RELEASE);
   }
   meta(cpu).last_active.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
@@ -246,7 +246,7 @@ bool CpuCache::IsTopObject(size_t cl, const void* p) {
   // CI, "double free" under four hammering threads). Not a double free we can tell. Once
   // `begin` reads unlocked (acquire: the unlock is its last store), `current` is the new one.
   if (__atomic_load_n(&h->begin, __ATOMIC_ACQUIRE) == kLockedBegin) return false;
-  const uint16_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
+  const uint32_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
   if (current <= begin_[cl] || current > begin_[cl] + max_capacity(cl)) return false;
   return __atomic_load_n(&Slots(cpu)[current - 1], __ATOMIC_RELAXED) == p;
 }
@@ -271,14 +271,14 @@ bool CpuCache::LockClasses(int cpu, const bool* mask) {
   Crash("tcmalloc: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) failed for CPU %d", cpu);
 }
 
-void CpuCache::ReturnObjects(int cpu, size_t cl, uint16_t from, uint16_t to) {
+void CpuCache::ReturnObjects(int cpu, size_t cl, uint32_t from, uint32_t to) {
   // Straight to the spans, not into the transfer cache: what a drain or a halving returns
   // sat unused, and parked in the transfer cache it would keep its spans (and their pages)
   // for another idle period before the scavenger could release them. The class is locked
   // on this CPU: the slots stay as they are while the spans take them.
   void** slots = Slots(cpu);
   if (from >= to) return;
-  for (uint16_t i = from; i < to; ++i) TCM_TSAN_ACQUIRE(slots[i]);
+  for (uint32_t i = from; i < to; ++i) TCM_TSAN_ACQUIRE(slots[i]);
   Central(cpu, cl).InsertToSpans(slots + from, to - from);
 }
 
@@ -289,7 +289,7 @@ size_t CpuCache::DrainLocked(int cpu) {
   size_t bytes = 0;
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     SlabHeader* h = Header(cpu, cl);
-    const uint16_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
+    const uint32_t current = __atomic_load_n(&h->current, __ATOMIC_ACQUIRE);
     const uint16_t begin = begin_[cl];
     if (current > begin) {
       ReturnObjects(cpu, cl, begin, current);
@@ -347,7 +347,7 @@ size_t CpuCache::Maintain(uint64_t now) {
     bool any = false;
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
       const SlabHeader* hd = Header(cpu, cl);
-      const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_RELAXED);
+      const uint32_t current = __atomic_load_n(&hd->current, __ATOMIC_RELAXED);
       const uint16_t end = __atomic_load_n(&hd->end, __ATOMIC_RELAXED);
       ends[cl] = end;
       if (__atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) == 0 && (end > current + 1 || current > begin_[cl]))
@@ -359,9 +359,9 @@ size_t CpuCache::Maintain(uint64_t now) {
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
       if (!mask[cl]) continue;
       SlabHeader* hd = Header(cpu, cl);
-      const uint16_t current = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
+      const uint32_t current = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
       const uint16_t old_end = ends[cl];
-      const uint16_t new_end = old_end > current ? static_cast<uint16_t>(current + (old_end - current) / 2) : current;
+      const auto new_end = static_cast<uint16_t>(old_end > current ? current + (old_end - current) / 2 : current);
       const uint16_t keep = static_cast<uint16_t>(begin_[cl] + (current - begin_[cl]) / 2);
       if (keep < current) {
         ReturnObjects(cpu, cl, keep, current);
@@ -384,7 +384,7 @@ size_t CpuCache::CpuBytes(int cpu) const {
   if (!active() || !meta(cpu).initialized) return 0;
   size_t bytes = 0;
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
+    const uint32_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
     if (current > begin_[cl]) bytes += static_cast<size_t>(current - begin_[cl]) * SizeMap::ClassSize(cl);
   }
   return bytes;
@@ -405,7 +405,7 @@ size_t CpuCache::ClassObjects(size_t cl) const {
   size_t n = 0;
   for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) {
     if (!meta(cpu).initialized) continue;
-    const uint16_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
+    const uint32_t current = __atomic_load_n(&Header(cpu, cl)->current, __ATOMIC_RELAXED);
     if (current > begin_[cl]) n += current - begin_[cl];
   }
   return n;
