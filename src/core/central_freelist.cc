@@ -392,13 +392,17 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
   const size_t size = size_;
   const size_t objects = objects_per_span_;
   const uint64_t reciprocal = reciprocal_;
+  // The source position and the last object too: as references they would be stored and
+  // re-read for every object (a store-to-load chain through memory).
+  Source at = src;
+  void* last = *prev;
   bool own = true;
   uintptr_t cached_page = ~uintptr_t{0};
   Span* span = nullptr;
   uintptr_t base = 0;
   for (int i = 0; i < k; ++i) {
-    void* const obj = src.current();
-    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, done + i, *prev);
+    void* const obj = at.current();
+    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoSpans, n, done + i, last);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
     if (page != cached_page) {
@@ -408,7 +412,7 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
       span = pagemap_->GetSpan(PageId::FromPtr(obj));
       if (TCM_UNLIKELY(span == nullptr || span->sizeclass != cl)) {
         if (!checks) Crash("%s: invalid pointer %p (not a block of size class %u)", kIntoSpans, obj, unsigned{cl});
-        if (done + i > 0) PrevFreedTwice(*prev);
+        if (done + i > 0) PrevFreedTwice(last);
         NotOfThisClass(obj, kIntoSpans);
       }
       own = own && span->owner == this;
@@ -419,15 +423,17 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
     const size_t index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf: the bit to set
     if (checks) {
       if (TCM_UNLIKELY(index * size != offset || index >= objects)) {
-        if (done + i > 0) PrevFreedTwice(*prev);
+        if (done + i > 0) PrevFreedTwice(last);
         NotABlockStart(obj, offset, kIntoSpans);
       }
     }
     chunk[i] = Pending{obj, span, static_cast<uint32_t>(offset), static_cast<uint32_t>(index)};
     // Read only once obj is known to be one of ours (a corrupted chain can hold anything).
-    *prev = obj;
-    src.advance();
+    last = obj;
+    at.advance();
   }
+  src = at;
+  *prev = last;
   *all_own = own;
 }
 
@@ -510,10 +516,18 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
       uint32_t refcount = refcount_before;
       const int first = i;
       if (bits != nullptr) {
+        // The bitmap word in a register while the run stays in it (neighbours usually
+        // do): set bit by bit in memory, each object's load waited for the previous store.
+        size_t word_index = chunk[i].index >> 6;
+        uint64_t word = bits[word_index];
         do {
           if (TCM_UNLIKELY(refcount == 0)) SpanHasNoneOut(chunk[i].obj);
           const size_t index = chunk[i].index;
-          uint64_t& word = bits[index >> 6];
+          if ((index >> 6) != word_index) {
+            bits[word_index] = word;
+            word_index = index >> 6;
+            word = bits[word_index];
+          }
           const uint64_t bit = uint64_t{1} << (index & 63);
           if (TCM_UNLIKELY((word & bit) != 0)) AlreadyFreeInSpan(chunk[i].obj);
           word |= bit;
@@ -522,6 +536,7 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
           // A span whose last object came back ends the run: a later object of it in this
           // chunk is a double free, caught as a new run (its count is 0).
         } while (i < k && chunk[i].span == span && refcount != 0);
+        bits[word_index] = word;
       } else {
         void* head = span->objects;
         do {
