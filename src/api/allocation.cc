@@ -458,18 +458,6 @@ void DeallocateSlow(void* p) noexcept {
   tc->PushSlow(p, cl);
 }
 
-void DeallocatePerCpu(void* p) noexcept {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
-  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
-  if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
-  if constexpr (kDebugBuild) {
-    DebugCheckBlockStart(p, cl);
-    DebugPoison(p, SizeMap::ClassSize(cl));
-  }
-  if (TCM_UNLIKELY(!g_cpu_cache.Push(cl, p))) return DeallocatePerCpuMiss(p, cl);
-}
-
 void DeallocatePerCpuMiss(void* p, size_t cl) noexcept {
   if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
   g_scavenger.OnSlowPath();

@@ -31,8 +31,8 @@
 // The fast-path sequences (x86-64, g++ -O2, counted in the generated code): Pop is 13
 // instructions from arming the section to the commit, Push 15 (it also refuses a pointer
 // that is already the top object: a double free in a row). With the entry checks, the
-// size-class look-up and the sampling countdown, malloc is 30 instructions from the entry
-// point to its return and free 30 (bench/README.md has the measured pair loop).
+// size-class look-up and the sampling countdown, malloc is 29 instructions from the entry
+// point to its return and free 31 (bench/README.md has the measured pair loop).
 //
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by
 // slow paths and maintenance. It is a leaf lock: nothing else is taken under it (objects
