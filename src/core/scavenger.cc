@@ -40,8 +40,8 @@ uint64_t Scavenger::idle_time() const {
   return t < 1.0 ? 1 : static_cast<uint64_t>(t);
 }
 
-uint64_t Scavenger::MaybeMaintain() {
-  uint64_t now = NowNs();
+uint64_t Scavenger::MaybeMaintain(uint64_t now) {
+  if (now == 0) now = NowNs();
   if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return now;
   Maintain(now);
   if (background_wanted_.load(std::memory_order_relaxed) &&

@@ -78,9 +78,10 @@ class Scavenger {
     if (TCM_UNLIKELY(n % kCallsPerClockRead == 0)) MaybeMaintain();
   }
   // The housekeeping tick: one clock read, a pass if the last one is kTickInterval old.
-  // Returns the time read (the caller's own housekeeping can use it).
-  uint64_t Tick() { return MaybeMaintain(); }
-  uint64_t MaybeMaintain();
+  // Returns the time read (the caller's own housekeeping can use it). `now`: a time the
+  // caller read just before (0: read it here).
+  uint64_t Tick(uint64_t now = 0) { return MaybeMaintain(now); }
+  uint64_t MaybeMaintain(uint64_t now = 0);
   // One maintenance pass at time `now` (ns, monotonic); returns bytes released to the OS,
   // 0 as well when another pass was running. Exposed for tests.
   size_t Maintain(uint64_t now);
