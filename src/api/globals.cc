@@ -20,7 +20,7 @@ constinit Options g_options;
 constinit SystemAllocator g_system;
 constinit Arena g_arena;
 constinit PageMap g_pagemap{&AllocPagemapNode};
-constinit PageHeap g_pageheap{&g_pagemap, &g_system, &g_arena};
+constinit PageHeap g_pageheap;  // connected in EnsureInitialized (page_heap.h: .bss)
 constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
 constinit int g_central_shards = 1;
 
@@ -149,6 +149,7 @@ void EnsureInitialized() {
   if (g_initialized.load(std::memory_order_relaxed)) return;
   // Central-list shards by the CPUs there can be (not per-CPU mode alone: per-thread
   // caches pick their shard by CPU too, when glibc registered rseq).
+  g_pageheap.Connect(&g_pagemap, &g_system, &g_arena);
   g_central_shards = CentralShardsFor(os::NumPossibleCpus());
   // The scavenger first, so the release rate set from the options reaches the page heap.
   g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd, g_central_shards);

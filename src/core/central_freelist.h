@@ -222,7 +222,7 @@ class CentralFreeList {
   SpanList empty_;     // spans with every object handed out
   size_t free_objects_ = 0;
   size_t num_spans_ = 0;
-  bool checks_ = true;
+  bool checks_ = false;  // set by Init; a zero default keeps g_central in .bss (start-up RSS)
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};

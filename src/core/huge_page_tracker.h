@@ -67,6 +67,9 @@ class HugePageTracker {
   static constexpr size_t kLeafLength = size_t{1} << kLeafBits;
 
   constexpr explicit HugePageTracker(Arena* arena) : arena_(arena) {}
+  // Without an arena: set_arena before the first AddMemory (a zero-initialised global).
+  constexpr HugePageTracker() = default;
+  void set_arena(Arena* arena) { arena_ = arena; }
 
   // Marks the huge pages overlapping [start, start+len) as owned, with no page used or
   // released (the heap's fresh memory). False if a leaf could not be allocated.
@@ -95,7 +98,7 @@ class HugePageTracker {
  private:
   void Adjust(PageId start, Length len, int sign, bool released);
 
-  Arena* arena_;
+  Arena* arena_ = nullptr;
   size_t owned_ = 0;
   HugePageInfo* root_[size_t{1} << kRootBits] = {};
 };

@@ -79,6 +79,16 @@ class PageHeap {
  public:
   constexpr PageHeap(PageMap* pagemap, SystemAllocator* system, Arena* arena)
       : pagemap_(pagemap), system_(system), arena_(arena), huge_(arena) {}
+  // Unconnected, all zero: the process's heap is a global in .bss, so its 57 KiB of list
+  // heads cost no resident memory until used (in .data, for the three pointers, the
+  // kernel's fault-around mapped them from the file). Connect before any other call.
+  constexpr PageHeap() = default;
+  void Connect(PageMap* pagemap, SystemAllocator* system, Arena* arena) {
+    pagemap_ = pagemap;
+    system_ = system;
+    arena_ = arena;
+    huge_.set_arena(arena);
+  }
 
   // Hugepage-aware placement, growth and release (see above). REQUIRES: set before the heap
   // first grows.
@@ -245,9 +255,9 @@ class PageHeap {
   Length ReleaseSpan(Span* s);
 
   SpinLock lock_;
-  PageMap* pagemap_;
-  SystemAllocator* system_;
-  Arena* arena_;
+  PageMap* pagemap_ = nullptr;
+  SystemAllocator* system_ = nullptr;
+  Arena* arena_ = nullptr;
   MetadataFreeList<Span> span_alloc_;
   SpanList normal_[kMaxPages];
   SpanList returned_[kMaxPages];
