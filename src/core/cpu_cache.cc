@@ -279,7 +279,7 @@ void CpuCache::ReturnObjects(int cpu, size_t cl, uint32_t from, uint32_t to) {
   void** slots = Slots(cpu);
   if (from >= to) return;
   for (uint32_t i = from; i < to; ++i) TCM_TSAN_ACQUIRE(slots[i]);
-  Central(cpu, cl).InsertToSpans(slots + from, to - from);
+  Central(cpu, cl).InsertToSpans(slots + from, static_cast<int>(to - from));
 }
 
 size_t CpuCache::DrainLocked(int cpu) {
