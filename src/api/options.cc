@@ -65,7 +65,7 @@ static const OptionSpec kTable[] = {
     TCM_ALLOC("TCMALLOC_MAX_PER_CPU_CACHE_SIZE", kInt, max_per_cpu_cache_size, 0, 1 << 30,
               "bound on the bytes each CPU's cache holds"),
     TCM_ALLOC("TCMALLOC_GUARDED_SAMPLE_RATE", kInt, guarded_sample_rate, 0, 1e15,
-              "average bytes between allocations placed on guarded pages (0 = off)"),
+              "average bytes between allocations placed on guarded pages, and at least rate/10 ns apart (0 = off)"),
     TCM_ALLOC("TCMALLOC_HARDENED", kBool, hardened, 0, 1,
               "check pointers and free lists when objects move between caches (0 = off)"),
     // ---- heap profiler ----

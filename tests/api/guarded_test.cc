@@ -3,6 +3,7 @@
 // child that must die of SIGABRT with the right kind and the allocation's (and, after a
 // free, the deallocation's) stack, whose first frame is in this program.
 #include <gtest/gtest.h>
+#include <chrono>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -92,6 +93,26 @@ TEST(GuardedSampling, RateZeroStopsSampling) {
   const size_t before = Property("tcmalloc.guarded_allocations");
   for (int i = 0; i < 100; ++i) free(malloc(Opaque(size_t{64})));
   EXPECT_EQ(Property("tcmalloc.guarded_allocations"), before);
+  ASSERT_TRUE(MallocExtension::instance()->SetNumericProperty("tcmalloc.guarded_sample_rate", 1));
+}
+
+// Guarded blocks are also spaced in time (rate / 10 bytes per ns apart: 6.7 ms at the
+// default 64 MiB), so a program that allocates far faster than it could touch the memory
+// does not pay a guarded block per 64 MiB. Not a timing assertion: the bound is computed
+// from the elapsed time, whatever it was; without the spacing this loop makes ~32.
+TEST(GuardedSampling, BlocksAreSpacedInTimeAtLargeRates) {
+  const size_t rate = size_t{64} << 20;
+  ASSERT_TRUE(MallocExtension::instance()->SetNumericProperty("tcmalloc.guarded_sample_rate", rate));
+  free(malloc(Opaque(size_t{64})));  // the countdown armed at rate 1 runs out
+  const size_t before = Property("tcmalloc.guarded_allocations");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < (1 << 19); ++i) free(malloc(Opaque(size_t{4096})));  // 2 GiB
+  const double elapsed_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  const size_t made = Property("tcmalloc.guarded_allocations") - before;
+  const double spacing_ns = static_cast<double>(rate) / 10;
+  // +2: the first may come at once, and the coarse clock rounds.
+  EXPECT_LE(static_cast<double>(made), elapsed_ns / spacing_ns + 2) << made << " in " << elapsed_ns / 1e6 << " ms";
   ASSERT_TRUE(MallocExtension::instance()->SetNumericProperty("tcmalloc.guarded_sample_rate", 1));
 }
 
