@@ -26,10 +26,13 @@
 // InsertRange go to their span's owner, under the owner's lock. Transfer caches are per
 // shard; what a shard parks goes back to its spans when it sits idle (the scavenger).
 //
-// Locking: lock_ guards everything here. Per-object work that needs no shared state (span
-// look-ups, block-start checks, batch checks) runs before it is taken, so threads returning
-// objects of one class overlap in it; under lock_ only the span lists, counts and free bits
-// change. It is never held while taking the page heap lock
+// Locking: lock_ guards everything here. Objects of arrays (per-CPU caches, drains, the
+// transfer cache) that belong to this list's own bitmap spans go back in one pass under
+// lock_, at most 256 per hold (InsertOwnRuns): the look-up, the checks and the bit. Everything
+// else (chains from thread caches, another shard's spans, list spans) takes the two-pass
+// path: per-object work that needs no shared state (span look-ups, block-start checks)
+// runs before lock_ is taken, and under it only the span lists, counts and free bits
+// change. Batch checks for the transfer cache run without it. It is never held while taking the page heap lock
 // (that order would serialise all classes behind one lock): Populate and span release drop
 // lock_ first. Lock order when both are needed: central lock, then page heap lock, never
 // the reverse.
@@ -96,7 +99,7 @@ class CentralFreeList {
   void InsertBatch(void* const* objs, int n);
   // Gives back an array of n objects directly to their spans (a drained cache: what sat
   // unused should free its spans, not wait in the transfer cache).
-  void InsertToSpans(void* const* objs, int n);
+  TCM_NOINLINE void InsertToSpans(void* const* objs, int n);
 
 
   // Gives back a chain of n objects (n >= 1) starting at start directly to their spans.
@@ -127,6 +130,8 @@ class CentralFreeList {
   bool checked() const { return checks_; }
   // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
   size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
+  // Objects InsertToSpans handled in its one-pass path (racy; for tests).
+  size_t own_run_objects() const { return own_run_objects_.load(std::memory_order_relaxed); }
 
   // Returns every object parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
@@ -186,6 +191,13 @@ class CentralFreeList {
   template <typename Source>
   void LookUpChunk(Pending* chunk, Source& src, void** prev, int n, int done, int k, bool* all_own) const;
   void InsertChunk(const Pending* chunk, int k);  // takes lock_ (and the page heap's)
+  // The common case of InsertToSpans in one pass under lock_: objects of this list's own
+  // bitmap spans, looked up, checked and set without the Pending round trip (at most
+  // kOwnRunPiece a call, to bound the lock hold). Returns how many leading objects it took;
+  // it stops at the first one that needs the general path (another shard's span, a list
+  // span, anything a check or the bitmap refuses), which then reports it as it always did.
+  static constexpr int kOwnRunPiece = 256;
+  TCM_NOINLINE int InsertOwnRuns(void* const* objs, int n);
   // InsertChunk at each object's span owner: this list's for its own spans, another
   // shard's for spans carved there (reorders chunk).
   void InsertChunkAtOwners(Pending* chunk, int k);
@@ -226,6 +238,7 @@ class CentralFreeList {
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};
+  std::atomic<size_t> own_run_objects_{0};
 };
 
 // Calls f(list, cl) for every list of `lists` ([shard][class], `shards` groups of

@@ -505,6 +505,41 @@ TEST_F(CentralFreeListDeathTest, RunAcrossBitmapWordsSetsEveryBit) {
                "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
 }
 
+// Objects of the list's own bitmap spans go back in one pass under the lock (InsertOwnRuns):
+// all of them here, spans given back whole included, with counts and bits agreeing.
+TEST_F(CentralFreeListTest, OwnObjectsGoBackInOnePass) {
+  const size_t cl = SizeMap::ClassIndex(16);
+  Init(cl);
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  std::vector<void*> objs(2 * per_span + 100);
+  for (size_t i = 0; i < objs.size(); i += 100) {
+    const int n = static_cast<int>(std::min<size_t>(100, objs.size() - i));
+    ASSERT_EQ(central_->RemoveBatch(objs.data() + i, n), n);
+  }
+  const size_t before = central_->own_run_objects();
+  central_->InsertToSpans(objs.data() + 50, static_cast<int>(objs.size()) - 50);  // ends two spans
+  EXPECT_EQ(central_->own_run_objects() - before, objs.size() - 50);
+  EXPECT_EQ(central_->num_spans(), 1u);
+  EXPECT_EQ(central_->free_objects(), per_span - 50);
+  central_->Verify();
+  central_->InsertToSpans(objs.data(), 50);
+  EXPECT_EQ(central_->num_spans(), 0u);
+  central_->Verify();
+}
+
+// A block of a span whose blocks all came back earlier in the same call: named as a double
+// free, as the two-pass path names it.
+TEST_F(CentralFreeListDeathTest, BlockOfASpanGivenBackInTheSameCallCrashes) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  std::vector<void*> objs(per_span + 1);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), static_cast<int>(per_span)), static_cast<int>(per_span));
+  objs[per_span] = objs[7];
+  EXPECT_DEATH(central_->InsertToSpans(objs.data(), static_cast<int>(objs.size())),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: its span has no blocks out");
+}
+
 TEST_F(CentralFreeListDeathTest, ObjectAlreadyFreeInItsSpanCrashes) {
   Init(SizeMap::ClassIndex(64));
   std::vector<void*> objs;
