@@ -244,7 +244,7 @@ class CpuCache {
 
 // Both sequences: arm the section (store its descriptor's address in the thread's rseq
 // area), read the CPU number, find the class's header in that CPU's slab, check, and commit
-// with one 16-bit store of `current`. Push's store of p into slot[current] comes before the
+// with one 32-bit store of `current`. Push's store of p into slot[current] comes before the
 // commit, into a slot that is not part of the stack yet: if the sequence is aborted, that
 // slot is simply overwritten by the next push. The abort handler (after the signature the
 // kernel checks) starts over. A CPU number of num_cpus_ or more (-1: no area) misses.
