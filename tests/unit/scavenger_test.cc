@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include <memory>
 
 #include "core/size_classes.h"
@@ -142,6 +144,54 @@ TEST_F(ScavengerTest, IdleTransferCacheChainsGoBackToTheirSpans) {
   EXPECT_EQ(c.transfer_objects(), 0u);
   EXPECT_EQ(c.num_spans(), 0u) << "the span whose objects all came back stayed with the class";
   EXPECT_EQ(Stats().in_use_spans, 0u);
+}
+
+// The front end's idle objects free whole spans whose other objects were already free in
+// the central list: the pass releases the runs that became free, not only as many bytes
+// as the objects themselves (which left all but one of those runs for another idle period).
+std::vector<void*>* g_front_end_objects = nullptr;
+CentralFreeList* g_front_end_central = nullptr;
+size_t ReturningShrinker(uint64_t) {
+  g_front_end_central->InsertToSpans(g_front_end_objects->data(), static_cast<int>(g_front_end_objects->size()));
+  const size_t bytes = g_front_end_objects->size() * SizeMap::ClassSize(SizeMap::ClassIndex(64));
+  g_front_end_objects->clear();
+  return bytes;
+}
+
+TEST_F(ScavengerTest, RunsFreedByTheFrontEndsObjectsGoInTheSamePass) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  CentralFreeList& c = central_[cl];
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  ASSERT_EQ(SizeMap::ClassPages(cl), 1u);
+  const uint64_t t0 = 10 * kSecond;
+  scavenger_->Maintain(t0);
+  // Eight one-page spans, all objects out; then every other span back but one object each
+  // (the "front end" keeps it), the others stay out, so the spans freed later are not
+  // neighbours and do not merge into one run.
+  constexpr size_t kSpans = 8;
+  std::vector<void*> objs(kSpans * per_span);
+  for (size_t i = 0; i < objs.size(); i += per_span)
+    ASSERT_EQ(c.RemoveBatch(objs.data() + i, static_cast<int>(per_span)), static_cast<int>(per_span));
+  Span* rest = New(Stats().free_bytes / kPageSize);  // the rest of the heap's chunk, in use
+  ASSERT_NE(rest, nullptr);
+  ASSERT_EQ(Stats().free_bytes, 0u);
+  std::vector<void*> kept;
+  for (size_t sp = 0; sp < kSpans; sp += 2) {
+    void** first = objs.data() + sp * per_span;
+    c.InsertToSpans(first + 1, static_cast<int>(per_span) - 1);
+    kept.push_back(first[0]);
+  }
+  ASSERT_EQ(Stats().free_bytes, 0u);
+  g_front_end_objects = &kept;
+  g_front_end_central = &c;
+  Scavenger s;
+  s.Init(&t_->heap, central_.get(), kNumClasses, &ReturningShrinker);
+  s.Maintain(t0 + 1);  // nothing idle by time: only what the front end freed goes
+  EXPECT_EQ(Stats().free_bytes, 0u) << "runs freed by the front end's objects were kept";
+  EXPECT_GE(Stats().unmapped_bytes, kSpans / 2 * kPageSize);
+  for (size_t sp = 1; sp < kSpans; sp += 2)
+    c.InsertToSpans(objs.data() + sp * per_span, static_cast<int>(per_span));
+  Delete(rest);
 }
 
 TEST_F(ScavengerTest, APassBeforeInitDoesNothing) {
