@@ -415,22 +415,7 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
     // Stores the run's state; a span whose objects are all back leaves for the page heap.
     auto end_run = [&]() {
       bits[word_index] = word;
-      if (refcount_before == per_span) {  // it was on empty_
-        SpanList::Remove(span);
-        nonempty_.PushFront(span);
-      }
-      span->refcount = refcount;
-      free_objects_ += static_cast<size_t>(i - run_start);
-      if (refcount == 0) {
-        SpanList::Remove(span);
-        free_objects_ -= per_span;
-        --num_spans_;
-        GiveBackBitmap(bits);
-        span->free_bits = nullptr;
-        span->objects = nullptr;
-        span->next = to_release;
-        to_release = span;
-      }
+      EndRun(span, refcount_before, refcount, static_cast<size_t>(i - run_start), &to_release);
       span = nullptr;
       page_lo = page_hi = 0;
     };
@@ -482,14 +467,7 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
     }
     if (span != nullptr) end_run();
   }
-  if (to_release != nullptr) {
-    SpinLockHolder h(heap_->lock());
-    while (to_release != nullptr) {
-      Span* next = to_release->next;
-      heap_->Delete(to_release);
-      to_release = next;
-    }
-  }
+  ReleaseSpans(to_release);
   if (none_out != nullptr) SpanHasNoneOut(none_out);
   own_run_objects_.fetch_add(static_cast<size_t>(i), std::memory_order_relaxed);
   return i;
@@ -628,7 +606,6 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
   Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
   {
     SpinLockHolder h(&lock_);
-    const uint32_t per_span = objects_per_span_;
     // A chunk's objects mostly come in runs of one span: each run's counts (and, for a
     // span with a list, its links) are kept in locals and stored once.
     for (int i = 0; i < k;) {
@@ -679,33 +656,41 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
         } while (i < k && chunk[i].span == span && refcount != 0);
         span->objects = head;
       }
-      if (refcount_before == per_span) {  // it was on empty_
-        SpanList::Remove(span);
-        nonempty_.PushFront(span);
-      }
-      span->refcount = refcount;
-      free_objects_ += static_cast<size_t>(i - first);
-      if (refcount == 0) {
-        SpanList::Remove(span);
-        free_objects_ -= per_span;
-        --num_spans_;
-        if (bits != nullptr) {
-          GiveBackBitmap(bits);
-          span->free_bits = nullptr;
-        }
-        span->objects = nullptr;
-        span->next = to_release;
-        to_release = span;
-      }
+      EndRun(span, refcount_before, refcount, static_cast<size_t>(i - first), &to_release);
     }
   }
-  if (to_release != nullptr) {
-    SpinLockHolder h(heap_->lock());
-    while (to_release != nullptr) {
-      Span* next = to_release->next;
-      heap_->Delete(to_release);
-      to_release = next;
-    }
+  ReleaseSpans(to_release);
+}
+
+void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refcount, size_t returned,
+                             Span** to_release) {
+  const uint32_t per_span = objects_per_span_;
+  if (refcount_before == per_span) {  // it was on empty_
+    SpanList::Remove(span);
+    nonempty_.PushFront(span);
+  }
+  span->refcount = refcount;
+  free_objects_ += returned;
+  if (refcount != 0) return;
+  SpanList::Remove(span);
+  free_objects_ -= per_span;
+  --num_spans_;
+  if (span->free_bits != nullptr) {
+    GiveBackBitmap(span->free_bits);
+    span->free_bits = nullptr;
+  }
+  span->objects = nullptr;
+  span->next = *to_release;
+  *to_release = span;
+}
+
+void CentralFreeList::ReleaseSpans(Span* chain) {
+  if (chain == nullptr) return;
+  SpinLockHolder h(heap_->lock());
+  while (chain != nullptr) {
+    Span* next = chain->next;
+    heap_->Delete(chain);
+    chain = next;
   }
 }
 

@@ -198,6 +198,12 @@ class CentralFreeList {
   // span, anything a check or the bitmap refuses), which then reports it as it always did.
   static constexpr int kOwnRunPiece = 256;
   TCM_NOINLINE int InsertOwnRuns(void* const* objs, int n);
+  // Stores a run's result in its span: `returned` objects came back, its count went from
+  // refcount_before to refcount; a span with none out leaves the lists and is chained on
+  // *to_release. REQUIRES lock_ held.
+  void EndRun(Span* span, uint32_t refcount_before, uint32_t refcount, size_t returned, Span** to_release);
+  // Hands a chain of such spans to the page heap. REQUIRES lock_ not held.
+  void ReleaseSpans(Span* chain);
   // InsertChunk at each object's span owner: this list's for its own spans, another
   // shard's for spans carved there (reorders chunk).
   void InsertChunkAtOwners(Pending* chunk, int k);
