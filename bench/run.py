@@ -124,7 +124,8 @@ def workloads(mode, threads):
         Workload("realloc-growth 1M", ["realloc_growth", "600" if full else "200", "1M", "64"],
                  extra={"move_frac": "realloc-growth 1M: fraction of reallocs that moved"}),
     ]
-    for size, iters in (("128K", 200000), ("1M", 20000), ("4M", 5000)):
+    # 48M: one block above the page heap's surplus trigger (32 MiB + the bytes in use).
+    for size, iters in (("128K", 200000), ("1M", 20000), ("4M", 5000), ("48M", 300)):
         w.append(Workload(f"large-churn {size}", ["large_churn", size, str(iters * (3 if full else 1))],
                           extra={"minflt_per_iter": f"large-churn {size}: minor faults per iteration"}))
     w.append(Workload("8B objects held", ["small_overhead", "10000000" if full else "2000000", "8"],

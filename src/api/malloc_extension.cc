@@ -340,6 +340,12 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.background_release")) return *value = g_scavenger.background_wanted(), true;
   if (is("tcmalloc.scavenger_passes")) return *value = g_scavenger.passes(), true;
   if (is("tcmalloc.scavenger_released_bytes")) return *value = g_scavenger.released_bytes(), true;
+  if (is("tcmalloc.surplus_releases") || is("tcmalloc.surplus_held_back")) {
+    SpinLockHolder h(g_pageheap.lock());
+    const PageHeapStats& st = g_pageheap.stats();
+    return *value = static_cast<size_t>(is("tcmalloc.surplus_releases") ? st.surplus_releases : st.surplus_skips),
+           true;
+  }
   if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;

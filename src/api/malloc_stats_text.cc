@@ -149,17 +149,19 @@ static void PrintPageHeapTable(Printer* out) {
 }
 
 static void PrintMaintenance(Printer* out) {
-  uint64_t surplus_releases;
+  uint64_t surplus_releases, surplus_skips;
   size_t released_total;
   {
     SpinLockHolder h(g_pageheap.lock());
     surplus_releases = g_pageheap.stats().surplus_releases;
+    surplus_skips = g_pageheap.stats().surplus_skips;
     released_total = g_pageheap.stats().released_bytes_total;
   }
-  out->Printf("Maintenance: %llu passes (%.1f MiB released idle), %llu surplus releases, %.1f MiB released in all;"
-              " background thread %s\n",
+  out->Printf("Maintenance: %llu passes (%.1f MiB released idle), %llu surplus releases (%llu held back:"
+              " the program was cycling), %.1f MiB released in all; background thread %s\n",
               static_cast<unsigned long long>(g_scavenger.passes()), ToMiB(g_scavenger.released_bytes()),
-              static_cast<unsigned long long>(surplus_releases), ToMiB(released_total),
+              static_cast<unsigned long long>(surplus_releases), static_cast<unsigned long long>(surplus_skips),
+              ToMiB(released_total),
               g_scavenger.background_running() ? "running" : "off");
 }
 

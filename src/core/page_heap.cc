@@ -202,7 +202,10 @@ Span* PageHeap::Carve(Span* span, Length n) {
     RecordSpan(rest);
     InsertFree(rest);
   }
-  if (span->location == Span::kReturned) TrackReleased(span->start, n, -1);
+  if (span->location == Span::kReturned) {
+    TrackReleased(span->start, n, -1);
+    surplus_reused_ += n.bytes();
+  }
   TrackUsed(span->start, n, +1);
   span->location = Span::kInUse;
   span->sizeclass = 0;
@@ -492,6 +495,24 @@ void PageHeap::MaybeReleaseSurplus() {
     return;
   }
   if (stats_.free_bytes <= surplus_retry_at_) return;
+  // Cycling: the pages released last time came back within kSurplusCycle (or the rule is
+  // holding back and the triggers keep coming that fast). Released the first time (one
+  // quick return is two phases of a program, not a cycle), held back from the second on,
+  // until free memory drops under the trigger again (the program builds up once more).
+  const uint64_t now = Now();
+  const bool quick = surplus_fired_ && now - surplus_last_ < kSurplusCycle &&
+                     (surplus_cycling_ || surplus_reused_ >= kSurplusReserve);
+  surplus_quick_ = quick ? surplus_quick_ + 1 : 0;
+  surplus_fired_ = true;
+  surplus_last_ = now;
+  if (surplus_quick_ >= 2) {
+    surplus_cycling_ = true;
+    surplus_retry_at_ = SIZE_MAX;
+    ++stats_.surplus_skips;
+    return;
+  }
+  surplus_cycling_ = false;
+  surplus_reused_ = 0;
   ++stats_.surplus_releases;
   ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve), !huge_aware_);
   if (!huge_aware_) return;

@@ -601,6 +601,76 @@ TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
   CheckHeap();
 }
 
+// A program that builds a 64 MiB structure and frees it, over and over. Every free leaves
+// far more free than in use; releasing it each time would fault it all back in next cycle.
+class SurplusCycleTest : public PageHeapTest {
+ protected:
+  static constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
+  void SetUp() override {
+    SpinLockHolder h(heap().lock());
+    heap().set_surplus_release(true);
+  }
+  void SetClock(uint64_t ns) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(ns);
+  }
+  // One cycle at time `ns`: 64 MiB in 1 MiB spans (so some come from released runs),
+  // then all freed.
+  void Cycle(uint64_t ns) {
+    SetClock(ns);
+    std::vector<Span*> spans;
+    for (int i = 0; i < 64; ++i) spans.push_back(New(kMiB));
+    for (Span* s : spans) Delete(s);
+    CheckHeap();
+  }
+};
+
+TEST_F(SurplusCycleTest, FastCyclesAreHeldBackAfterTheSecond) {
+  for (int i = 0; i < 10; ++i) Cycle(1'000'000'000 + i * 30'000'000ull);  // every 30 ms
+  const PageHeapStats st = Stats();
+  // The first cycle releases (nothing known yet), the second too (once is two phases of a
+  // program, not a cycle), the rest are held back.
+  EXPECT_EQ(st.surplus_releases, 2u);
+  EXPECT_EQ(st.surplus_skips, 8u);
+  EXPECT_LE(st.released_bytes_total, size_t{2} * (64u << 20)) << "released and faulted in every cycle";
+  // Held back, not kept forever: the runs are free and idle-stamped like any other, so the
+  // scavenger's idle release takes them once the program stops cycling.
+  SetClock(5'000'000'000ull);
+  {
+    SpinLockHolder h(heap().lock());
+    heap().ReleaseIdle(4'000'000'000ull);
+  }
+  EXPECT_EQ(Stats().free_bytes, 0u);
+}
+
+TEST_F(SurplusCycleTest, SlowCyclesAreReleasedEveryTime) {
+  for (int i = 0; i < 6; ++i) Cycle(1'000'000'000 + i * 300'000'000ull);  // every 300 ms
+  EXPECT_GE(Stats().surplus_releases, 6u);  // a cycle's frees can pass the trigger twice
+  EXPECT_EQ(Stats().surplus_skips, 0u);
+}
+
+TEST_F(SurplusCycleTest, ACycleThatSlowsDownIsReleasedAgain) {
+  for (int i = 0; i < 5; ++i) Cycle(1'000'000'000 + i * 30'000'000ull);
+  EXPECT_EQ(Stats().surplus_skips, 3u);
+  Cycle(2'000'000'000);  // a pause of more than kSurplusCycle
+  EXPECT_EQ(Stats().surplus_releases, 3u);
+  EXPECT_EQ(Stats().surplus_skips, 3u);
+}
+
+TEST_F(SurplusCycleTest, OneLongRunOfFreesReleasesAsItGoes) {
+  // 256 MiB freed in one go (a thread exiting): the trigger fires again and again within
+  // kSurplusCycle, but nothing released was taken back in between, so each firing releases.
+  SetClock(1'000'000'000);
+  std::vector<Span*> spans;
+  for (int i = 0; i < 256; ++i) spans.push_back(New(kMiB));
+  for (Span* s : spans) Delete(s);
+  const PageHeapStats st = Stats();
+  EXPECT_EQ(st.surplus_skips, 0u);
+  EXPECT_GT(st.surplus_releases, 1u);
+  SpinLockHolder h(heap().lock());
+  EXPECT_LE(st.free_bytes, 2 * heap().SurplusReserve());
+}
+
 TEST_F(PageHeapTest, SurplusRuleIsOffUnlessTurnedOn) {
   constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
   Delete(New(96 * kMiB));
