@@ -316,22 +316,22 @@ TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
   central_[cl].Verify();
 }
 
-// A small class caches up to 4096 objects on a CPU (a tree of depth 11 of 16-byte nodes),
-// not the 2048 it stopped at.
-TEST_F(CpuCacheTest, SmallClassesCacheUpTo8192Objects) {
+// Small classes cache up to 8192 objects on a CPU (a tree of depth 12 of 8-byte nodes), the
+// 16-byte class (two pointers) 24576: a tree of depth 14 fits with the transfer cache.
+TEST_F(CpuCacheTest, SmallClassesCacheUpTo8192ObjectsAndTwoPointerNodes24576) {
   ASSERT_TRUE(os::PinToCpu(0));
   const size_t cl = SizeMap::ClassIndex(16);
-  EXPECT_EQ(cache_->max_capacity(cl), 8192);  // a tree of depth 12 (8191 nodes) fits
+  EXPECT_EQ(cache_->max_capacity(cl), 24576);
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(8)), 8192);
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(32)), 4096);
   // About 128 KiB a class above that (256 KiB kept more of a fragmented heap resident).
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(256)), 512);
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 32);
   std::vector<void*> v;
-  for (int i = 0; i < 12000; ++i) v.push_back(Alloc(cl));
+  for (int i = 0; i < 30000; ++i) v.push_back(Alloc(cl));
   for (void* p : v) Free(cl, p);
-  EXPECT_GT(cache_->ClassObjects(cl), 4096u);
-  EXPECT_LE(cache_->ClassObjects(cl), 8192u);
+  EXPECT_GT(cache_->ClassObjects(cl), 8192u);
+  EXPECT_LE(cache_->ClassObjects(cl), 24576u);
   os::UnpinFromCpus();
   cache_->DrainAll();
   central_[cl].Verify();
@@ -346,7 +346,7 @@ TEST_F(CpuCacheTest, ObjectsLeaveInTheOrderAThreadCacheWould) {
   const size_t cl = SizeMap::ClassIndex(16);
   const size_t batch = SizeMap::NumToMove(cl);
   std::vector<void*> v;
-  for (int i = 0; i < 12000; ++i) v.push_back(Alloc(cl));  // more than the class's 8192
+  for (int i = 0; i < 30000; ++i) v.push_back(Alloc(cl));  // more than the class's 24576
   size_t ascending = 0;
   for (size_t i = 1; i < v.size(); ++i)
     ascending += reinterpret_cast<uintptr_t>(v[i]) == reinterpret_cast<uintptr_t>(v[i - 1]) + 16;
