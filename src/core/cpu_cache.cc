@@ -150,13 +150,16 @@ void CpuCache::Grow(int cpu, size_t cl, uint32_t n) {
 
 // Capacity changes take the CPU's lock; a class already at its largest capacity needs no
 // change, which the (racy) look at its header tells without the lock.
-void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n) {
+void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n, bool alloc) {
   const SlabHeader* h = Header(cpu, cl);
   const uint16_t end = __atomic_load_n(&h->end, __ATOMIC_RELAXED);
   CpuMeta& m = meta(cpu);
   // A count for maintenance (which keeps the capacity of classes that miss): a relaxed
   // load and store, so a lost increment is possible and harmless.
   __atomic_store_n(&m.misses[cl], __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  if (alloc)
+    __atomic_store_n(&m.alloc_misses[cl], __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
   if (__atomic_load_n(&m.initialized, __ATOMIC_ACQUIRE)) {
     if (end >= begin_[cl] && end - begin_[cl] >= max_capacity(cl)) return;
     // No room in the byte budget for even one object: nothing to grow until maintenance
@@ -186,7 +189,7 @@ uint32_t CpuCache::FetchCount(int cpu, size_t cl, uint32_t batch) {
 void* CpuCache::AllocateMiss(size_t cl) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
-  if (cpu >= 0) MaybeGrow(cpu, cl, batch);
+  if (cpu >= 0) MaybeGrow(cpu, cl, batch, true);
   // Keep the first object for the caller and cache the rest on whatever CPU we run on now,
   // in one critical section; what does not fit goes back. Objects move between this cache
   // and the central list as arrays: none carries a link to another one when handed out
@@ -219,7 +222,7 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
   void* items[kMaxTransferBatch];
   int n = 0;
   if (cpu >= 0) {
-    MaybeGrow(cpu, cl, batch);
+    MaybeGrow(cpu, cl, batch, false);
     if (Push(cl, p)) return;
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.
@@ -300,6 +303,7 @@ size_t CpuCache::DrainLocked(int cpu) {
     __atomic_store_n(&h->end, begin, __ATOMIC_RELEASE);
     __atomic_store_n(&h->begin, begin, __ATOMIC_RELEASE);
     __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&m.alloc_misses[cl], 0u, __ATOMIC_RELAXED);
   }
   __atomic_store_n(&m.capacity_bytes, size_t{0}, __ATOMIC_RELAXED);
   drains_.fetch_add(1, std::memory_order_relaxed);
@@ -340,9 +344,16 @@ size_t CpuCache::Maintain(uint64_t now) {
     // into its lower half (the design's low-water scavenging of thread caches; a class in
     // steady use pays one refill per interval). Without it, objects freed in a burst stay
     // cached as long as light traffic keeps the CPU from counting as idle.
+    // Misses of free (the class was full) do not show a need for the objects, only for the
+    // room: such a class keeps its capacity but gives back half its objects too. Counted
+    // as a need, the last overflowing frees of a burst kept every class whole for one more
+    // interval; a heap of 1 GiB with 75% freed in random order then had 0.8 MiB of objects
+    // cached after a second of light traffic, one in each of ~5000 otherwise empty spans:
+    // 40 MiB resident, 1.36x the bytes in use instead of 1.25x.
     if (now - m.last_resize < kCpuResizeIntervalNs && m.last_resize != 0 && now >= m.last_resize) continue;
     m.last_resize = now;
     bool mask[kMaxClasses] = {};
+    bool keep_capacity[kMaxClasses] = {};
     uint16_t ends[kMaxClasses] = {};  // stable under m.lock; reads 0 once locked
     bool any = false;
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
@@ -350,9 +361,12 @@ size_t CpuCache::Maintain(uint64_t now) {
       const uint32_t current = __atomic_load_n(&hd->current, __ATOMIC_RELAXED);
       const uint16_t end = __atomic_load_n(&hd->end, __ATOMIC_RELAXED);
       ends[cl] = end;
-      if (__atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) == 0 && (end > current + 1 || current > begin_[cl]))
+      keep_capacity[cl] = __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) != 0;
+      if (__atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED) == 0 &&
+          (current > begin_[cl] || (!keep_capacity[cl] && end > current + 1)))
         mask[cl] = any = true;
       __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
+      __atomic_store_n(&m.alloc_misses[cl], 0u, __ATOMIC_RELAXED);
     }
     if (!any) continue;
     LockClasses(cpu, mask);
@@ -361,7 +375,8 @@ size_t CpuCache::Maintain(uint64_t now) {
       SlabHeader* hd = Header(cpu, cl);
       const uint32_t current = __atomic_load_n(&hd->current, __ATOMIC_ACQUIRE);
       const uint16_t old_end = ends[cl];
-      const auto new_end = static_cast<uint16_t>(old_end > current ? current + (old_end - current) / 2 : current);
+      const auto new_end = keep_capacity[cl] ? old_end
+                           : static_cast<uint16_t>(old_end > current ? current + (old_end - current) / 2 : current);
       const uint16_t keep = static_cast<uint16_t>(begin_[cl] + (current - begin_[cl]) / 2);
       if (keep < current) {
         ReturnObjects(cpu, cl, keep, current);

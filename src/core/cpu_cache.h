@@ -78,9 +78,10 @@ inline constexpr size_t kDefaultMaxPerCpuCacheBytes = size_t{3} << 20;
 // second was over was a coin toss.
 inline constexpr uint64_t kCpuIdleNs = 500'000'000;
 // Unused capacity and half the objects of classes that did not miss are taken back at most
-// this often per CPU: each time costs a fence (an interrupt of that CPU), so the 100 ms
-// maintenance tick does not pay it every time. Four halvings fit in the second above.
-inline constexpr uint64_t kCpuResizeIntervalNs = 250'000'000;
+// this often per CPU, each time for the cost of a fence (an interrupt of that CPU): at most
+// ten a second. At 250 ms, with passes driven by light traffic's ticks every ~200 ms, only
+// every other pass halved (two halvings in the second after a burst of frees, not four).
+inline constexpr uint64_t kCpuResizeIntervalNs = 100'000'000;
 
 // `current` is 32 bits wide although its values fit 16: the fast paths load it right
 // after the previous call stored it, and on this machine's AMD cores a 32-bit load of a
@@ -214,6 +215,7 @@ class CpuCache {
     std::atomic<uint64_t> last_active{0};
     uint64_t last_resize = 0;  // when unused capacity was last taken back, under lock
     uint32_t misses[kMaxClasses] = {};  // since the previous maintenance pass, under lock
+    uint32_t alloc_misses[kMaxClasses] = {};  // of which malloc found the class empty
   };
 
   SlabHeader* Header(int cpu, size_t cl) const {
@@ -227,8 +229,9 @@ class CpuCache {
   void InitCpu(int cpu);
   // REQUIRES meta(cpu).lock. Raises cl's capacity by up to n objects within the budget.
   void Grow(int cpu, size_t cl, uint32_t n);
-  // A miss: counts it, and grows the capacity unless it is at its largest already.
-  void MaybeGrow(int cpu, size_t cl, uint32_t n);
+  // A miss (of malloc: `alloc`, else of free): counts it, and grows the capacity unless it
+  // is at its largest already.
+  void MaybeGrow(int cpu, size_t cl, uint32_t n, bool alloc);
   uint32_t FetchCount(int cpu, size_t cl, uint32_t batch);
   // REQUIRES meta(cpu).lock. Locks the headers of the classes in mask (all if nullptr) of
   // `cpu` for a remote change and fences; returns false if the fence failed (then nothing

@@ -419,6 +419,32 @@ TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
   central_[cl].Verify();
 }
 
+// The end of a burst of frees: the class overflowed (free missed), but no malloc missed.
+// Half its objects go back at the next interval, and it keeps its capacity (the room was
+// what the frees wanted). Counted as a need, the overflow kept every object cached for
+// one more interval, each pinning a span whose other objects were all free.
+TEST_F(CpuCacheTest, ClassesThatOnlyOverflowedGiveBackHalfTheirObjectsAndKeepTheirRoom) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(128);
+  std::vector<void*> v;
+  for (int i = 0; i < 3000; ++i) v.push_back(Alloc(cl));  // past the class's 1024
+  const uint64_t now = os::MonotonicCoarseNs();
+  cache_->MarkActive(now);
+  cache_->Maintain(now);  // malloc missed in this period: nothing goes back
+  for (void* p : v) Free(cl, p);  // overflows: misses of free only
+  const size_t cached = cache_->ClassObjects(cl);
+  const size_t capacity = cache_->CpuCapacityBytes(0);
+  ASSERT_GT(cached, 512u);
+  const uint64_t later = now + kCpuResizeIntervalNs;
+  cache_->MarkActive(later);
+  cache_->Maintain(later);
+  EXPECT_LE(cache_->ClassObjects(cl), (cached + 1) / 2);
+  EXPECT_EQ(cache_->CpuCapacityBytes(0), capacity);
+  os::UnpinFromCpus();
+  cache_->DrainAll();
+  central_[cl].Verify();
+}
+
 TEST_F(CpuCacheTest, OneCpuByAffinity) {
   // A process restricted to one CPU: every thread shares that CPU's cache.
   ASSERT_TRUE(os::PinToCpu(0));
