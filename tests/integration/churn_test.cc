@@ -43,15 +43,21 @@ TEST(Churn, LargeBlocksDoNotFaultAfterWarmUp) {
 constexpr size_t kSetBlock = size_t{1} << 20;
 constexpr size_t kSetBytes = size_t{48} << 20;  // the trigger: 32 MiB + the bytes in use
 
-void BuildAndFreeWorkingSet(int cycles) {
+// Builds and frees the working set `cycles` times; returns how many cycles faulted more
+// than a tenth of its pages in.
+int BuildAndFreeWorkingSet(int cycles) {
   std::vector<char*> blocks(kSetBytes / kSetBlock);
+  int faulting = 0;
   for (int c = 0; c < cycles; ++c) {
+    const long before = MinorFaults();
     for (char*& p : blocks) {
       p = static_cast<char*>(malloc(kSetBlock));
       memset(p, c, kSetBlock);
     }
     for (char* p : blocks) free(p);
+    faulting += MinorFaults() - before > static_cast<long>(kSetBytes / 4096 / 10);
   }
+  return faulting;
 }
 
 TEST(Churn, AWorkingSetAboveTheSurplusTriggerStaysBackedWhileItCycles) {
@@ -59,14 +65,13 @@ TEST(Churn, AWorkingSetAboveTheSurplusTriggerStaysBackedWhileItCycles) {
   // Warm-up: the surplus rule releases after the first two cycles (nothing tells them from
   // two phases of a program), then sees the pages come back within 100 ms and holds back.
   BuildAndFreeWorkingSet(5);
-  const long before = MinorFaults();
   constexpr int kCycles = 50;
-  BuildAndFreeWorkingSet(kCycles);
-  const double faults = static_cast<double>(MinorFaults() - before) / kCycles;
-  printf("48 MiB working set of 1 MiB blocks: %.2f minor faults per cycle\n", faults);
-  // Released at every free, it faults back 32 MiB a cycle: 8192 faults on 4 KiB pages, 16
-  // on huge pages.
-  EXPECT_LE(faults, 1.0);
+  const int faulting = BuildAndFreeWorkingSet(kCycles);
+  printf("48 MiB working set of 1 MiB blocks: %d of %d cycles faulted it in again\n", faulting, kCycles);
+  // Released at every free, every cycle faults 40 MiB back in (10 240 faults: a heap this
+  // small is not advised onto huge pages). A cycle the scheduler stretched past 100 ms
+  // (another process on both CPUs) is a new program phase and may be released: a few.
+  EXPECT_LE(faulting, kCycles / 10);
 
   // The pattern that would defeat it: the program stops cycling and goes on with light
   // work only (cache hits). The held-back memory is idle now and goes back.
