@@ -324,9 +324,11 @@ TEST_F(CpuCacheTest, SmallClassesCacheUpTo8192ObjectsAndTwoPointerNodes24576) {
   EXPECT_EQ(cache_->max_capacity(cl), 24576);
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(8)), 8192);
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(32)), 4096);
-  // About 128 KiB a class above that (256 KiB kept more of a fragmented heap resident).
-  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(256)), 512);
-  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 32);
+  // About 128 KiB a class above that, 256 KiB from 256 bytes up (the slots the slab's
+  // 16-bit indices leave).
+  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(128)), 1024);
+  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(256)), 1024);
+  EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 64);
   std::vector<void*> v;
   for (int i = 0; i < 30000; ++i) v.push_back(Alloc(cl));
   for (void* p : v) Free(cl, p);
