@@ -97,8 +97,9 @@ static_assert(sizeof(SlabHeader) == 8 && offsetof(SlabHeader, end) == 4 && offse
               "the asm spells these out");
 
 namespace cpu_cache_internal {
-// Most objects a class may ever cache on one CPU: about 128 KiB worth, 8..8192 objects
-// (the cap matters for the 8- and 16-byte classes only). At 2048 a working set of a few
+// Most objects a class may ever cache on one CPU: about 128 KiB worth below 256 bytes and
+// 256 KiB from there, 8..8192 objects (the object cap matters for the 8-byte class only),
+// 24576 for the 16-byte class (history below). At 2048 a working set of a few
 // thousand small nodes (a tree of depth 11) crossed the central list where a thread cache
 // (8192) held it; 4096 made binary trees (depth 19) 5% faster. 8192 was rejected once
 // (two threads 0.78-0.86 -> 0.94-1.15 s), while the slow-path tick was one counter both

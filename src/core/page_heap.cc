@@ -502,7 +502,7 @@ void PageHeap::MaybeReleaseSurplus() {
   const uint64_t now = Now();
   const bool quick = surplus_fired_ && now - surplus_last_ < kSurplusCycle &&
                      (surplus_cycling_ || surplus_reused_ >= kSurplusReserve);
-  surplus_quick_ = quick ? surplus_quick_ + 1 : 0;
+  surplus_quick_ = quick ? (surplus_quick_ < 2 ? surplus_quick_ + 1 : 2) : 0;
   surplus_fired_ = true;
   surplus_last_ = now;
   if (surplus_quick_ >= 2) {
