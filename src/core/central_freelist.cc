@@ -412,10 +412,11 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
     int run_start = 0;
     size_t word_index = 0;
     uint64_t word = 0;
-    // Stores the run's state; a span whose objects are all back leaves for the page heap.
-    auto end_run = [&]() {
+    // Stores the run's state (objects [run_start, end) came back); a span whose objects
+    // are all back leaves for the page heap.
+    auto end_run = [&](int end) {
       bits[word_index] = word;
-      EndRun(span, refcount_before, refcount, static_cast<size_t>(i - run_start), &to_release);
+      EndRun(span, refcount_before, refcount, static_cast<size_t>(end - run_start), &to_release);
       span = nullptr;
       page_lo = page_hi = 0;
     };
@@ -423,7 +424,7 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
       const uintptr_t addr = reinterpret_cast<uintptr_t>(objs[i]);
       const uintptr_t page = addr >> kPageShift;
       if (page - page_lo >= page_hi - page_lo) {  // outside the current span's pages
-        if (span != nullptr) end_run();
+        if (span != nullptr) end_run(i);
         Span* const s = (addr >> kAddressBits) == 0 ? pagemap_->GetSpan(PageId{page}) : nullptr;
         // Read under lock_: a span of ours, in use, covering the page (a stale pointer of a
         // page not in use fails one of these).
@@ -459,17 +460,15 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
       if ((word & bit) != 0) break;  // already free: a double free, reported by the general path
       word |= bit;
       // The last object out came back: the span goes; a later object of it is a double free.
-      if (--refcount == 0) {
-        ++i;
-        end_run();
-        --i;
-      }
+      if (--refcount == 0) end_run(i + 1);
     }
-    if (span != nullptr) end_run();
+    if (span != nullptr) end_run(i);
+    // A count for tests, under lock_: no read-modify-write of its own.
+    own_run_objects_.store(own_run_objects_.load(std::memory_order_relaxed) + static_cast<size_t>(i),
+                           std::memory_order_relaxed);
   }
   ReleaseSpans(to_release);
   if (none_out != nullptr) SpanHasNoneOut(none_out);
-  own_run_objects_.fetch_add(static_cast<size_t>(i), std::memory_order_relaxed);
   return i;
 }
 

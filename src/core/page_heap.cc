@@ -500,18 +500,17 @@ void PageHeap::MaybeReleaseSurplus() {
   // quick return is two phases of a program, not a cycle), held back from the second on,
   // until free memory drops under the trigger again (the program builds up once more).
   const uint64_t now = Now();
+  const bool holding_back = surplus_quick_ >= 2;
   const bool quick = surplus_fired_ && now - surplus_last_ < kSurplusCycle &&
-                     (surplus_cycling_ || surplus_reused_ >= kSurplusReserve);
+                     (holding_back || surplus_reused_ >= kSurplusReserve);
   surplus_quick_ = quick ? (surplus_quick_ < 2 ? surplus_quick_ + 1 : 2) : 0;
   surplus_fired_ = true;
   surplus_last_ = now;
   if (surplus_quick_ >= 2) {
-    surplus_cycling_ = true;
     surplus_retry_at_ = SIZE_MAX;
     ++stats_.surplus_skips;
     return;
   }
-  surplus_cycling_ = false;
   surplus_reused_ = 0;
   ++stats_.surplus_releases;
   ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve), !huge_aware_);

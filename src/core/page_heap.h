@@ -296,11 +296,10 @@ class PageHeap {
   // SIZE_MAX while held back (until free memory drops under the trigger again).
   size_t surplus_retry_at_ = 0;
   // The surplus rule's cycle detection: when it last fired or held back, whether it ever
-  // did, whether it is holding back, quick returns in a row, and bytes of released runs
-  // handed out since it last released.
+  // did, quick returns in a row (2, the most it counts: holding back), and bytes of
+  // released runs handed out since it last released.
   uint64_t surplus_last_ = 0;
   bool surplus_fired_ = false;
-  bool surplus_cycling_ = false;
   int surplus_quick_ = 0;
   size_t surplus_reused_ = 0;
 };
