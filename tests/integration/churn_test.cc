@@ -77,15 +77,10 @@ TEST(Churn, AWorkingSetAboveTheSurplusTriggerStaysBackedWhileItCycles) {
   // work only (cache hits). The held-back memory is idle now and goes back.
   const size_t held = ResidentBytes();
   size_t now = held;
-  unsigned seed = 7;
-  for (int i = 0; i < 3000 && now > base + (16u << 20); ++i) {
-    seed = seed * 1103515245u + 12345u;
-    void* p = malloc(64 + (seed >> 16) % 512);
-    static_cast<char*>(p)[0] = 1;
-    free(p);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  LightTraffic(3000, [&] {
     now = ResidentBytes();
-  }
+    return now <= base + (16u << 20);
+  });
   printf("RSS before the cycles %.1f MiB, after them %.1f MiB, after light work %.1f MiB\n", MiB(base), MiB(held),
          MiB(now));
   EXPECT_LE(now, base + (16u << 20)) << "memory held back from the surplus rule was never released";

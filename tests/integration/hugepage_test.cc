@@ -208,12 +208,7 @@ TEST(Hugepage, NodesFreedInRandomOrderGoBackUnderLightTraffic) {
   }
   std::shuffle(to_free, to_free + nfree, rng);
   for (size_t i = 0; i < nfree; ++i) free(to_free[i]);
-  for (int t = 0; t < 1000; ++t) {  // a second of light traffic
-    char* p = static_cast<char*>(malloc(64 + t % 512));
-    p[0] = 1;
-    free(p);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  LightTraffic(1000);  // a second of cache hits
   const Smaps s = ReadRollup();
   const size_t arrays = (n + nfree) * sizeof(char*);  // written, so resident
   const size_t heap = s.anon > base + arrays ? s.anon - base - arrays : 0;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <thread>
 
 // Read with open/read into a stack buffer, never fopen: tests of programs that "make no
 // allocator call" must not allocate by measuring.
@@ -52,5 +54,24 @@ inline long long Drop(size_t before, size_t after) {
 }
 
 inline double MiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// What a program does after its burst: light work that only ever hits the allocator's
+// caches, one malloc/free pair of 64..575 bytes a millisecond, `pairs` pairs or until
+// done() holds (asked after each). Maintenance that waits for a slow path never runs here.
+template <typename Done>
+void LightTraffic(int pairs, Done done) {
+  unsigned seed = 7;
+  for (int i = 0; i < pairs; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    void* p = malloc(64 + (seed >> 16) % 512);
+    static_cast<volatile char*>(p)[0] = 1;
+    free(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done()) return;
+  }
+}
+inline void LightTraffic(int pairs) {
+  LightTraffic(pairs, [] { return false; });
+}
 
 #endif  // TCMALLOC_TESTS_MEMORY_UTIL_H_

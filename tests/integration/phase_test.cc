@@ -50,16 +50,8 @@ TEST(Phase, MemoryMovesBetweenThreadsAndGoesBackUnderCacheHitsOnly) {
   EXPECT_LE(peak2, peak1 + peak1 / 10) << "phase 2 did not reuse phase 1's memory";
   EXPECT_LT(after2, 96u << 20) << "the surplus freed at thread exit stayed resident";
 
-  unsigned seed = 7;
-  size_t idle_rss = 0;
-  for (int i = 0; i < 1000; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    void* p = malloc(64 + (seed >> 16) % 512);
-    static_cast<char*>(p)[0] = 1;
-    free(p);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  idle_rss = ResidentBytes();
+  LightTraffic(1000);
+  const size_t idle_rss = ResidentBytes();
   printf("RSS after 1000 pairs of light work: %.1f MiB\n", MiB(idle_rss));
   EXPECT_LT(idle_rss, 20u << 20);
 }
