@@ -339,6 +339,34 @@ TEST_F(CpuCacheTest, SmallClassesCacheUpTo8192ObjectsAndTwoPointerNodes24576) {
   central_[cl].Verify();
 }
 
+// A working set of 1000 blocks of 256 B (the suite's batch loop) stays on the CPU once the
+// class has grown: a round of 1000 mallocs takes at most one batch from the transfer cache
+// (the miss that finds the slab empty refills it). At 128 KiB a class (512 objects) every
+// round took ~500 objects, four batches, through the batch check and the transfer cache.
+// And the 16-byte class's transfer cache holds what its 512 KiB allow (32768 objects),
+// not 8192: with the CPU's 24576, a tree of depth 14 stays off the spans.
+TEST_F(CpuCacheTest, AThousandBlocksOf256BytesStayOnTheCpu) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(256);
+  const size_t batch = SizeMap::NumToMove(cl);
+  std::vector<void*> v(1000);
+  for (int round = 0; round < 20; ++round) {  // growth, a batch a miss
+    for (void*& p : v) p = Alloc(cl);
+    for (void* p : v) Free(cl, p);
+  }
+  const size_t parked = central_[cl].transfer_objects();
+  for (void*& p : v) p = Alloc(cl);
+  const size_t taken = parked - central_[cl].transfer_objects();
+  for (void* p : v) Free(cl, p);
+  printf("a round of 1000 mallocs took %zu objects from the transfer cache\n", taken);
+  EXPECT_LE(taken, batch);
+  os::UnpinFromCpus();
+  cache_->DrainAll();
+  central_[cl].Verify();
+  const size_t cl16 = SizeMap::ClassIndex(16);
+  EXPECT_GE(central_[cl16].transfer_cache()->capacity(), 32768 - static_cast<int>(SizeMap::NumToMove(cl16)));
+}
+
 // Objects leave a CPU's cache in the order a thread cache's list would give them: from
 // fresh spans in address order (binary trees' own code ran 2.5x slower over the descending
 // addresses the slab's stack order gave), and a batch freed past the capacity goes to the
