@@ -15,9 +15,11 @@
  *          idle_ms doing one malloc/free pair per millisecond (so allocators that maintain
  *          themselves on allocation calls get the chance). Reports RSS after the idle
  *          period over the bytes still in use (rss_over_inuse) and the huge page share of
- *          that RSS (after_coverage).
+ *          that RSS (after_coverage). HUGEPAGE_STATS=1: the allocator's malloc_stats() on
+ *          stderr just before that RSS is read (where the remaining memory sits).
  * ops counts objects allocated. */
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -173,6 +175,7 @@ static int tlb(uint64_t heap_mib, uint64_t idle_ms) {
     free(p);
     usleep(1000);
   }
+  if (getenv("HUGEPAGE_STATS") != NULL) malloc_stats();
   smaps after = read_smaps();
   long heap_after = after.rss_anon_kib - aux_kib;
   long heap_built = built.rss_anon_kib - aux_kib;
