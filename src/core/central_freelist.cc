@@ -151,16 +151,38 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   src = at;
 }
 
+CentralFreeList* CentralFreeList::ParkingFor(const void* first) {
+  // A batch freed on this shard's CPUs of objects another shard carved (a producer thread
+  // allocates, a consumer on another CPU frees) is parked where it will be allocated
+  // again: that shard takes it back from its transfer cache without span work, and this
+  // shard's cache does not fill with objects nobody here asks for (xmalloc's consumer
+  // kept 512 KiB a class parked, and its batches crossed to the owner's spans object by
+  // object). The first object decides; a mixed batch is sorted out when it reaches spans.
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(first);
+  if ((addr >> kAddressBits) != 0) return this;  // foreign: the checks name it
+  const Span* const span = pagemap_->GetSpan(PageId{addr >> kPageShift});
+  if (span == nullptr) return this;
+  // Read without a lock: a span in use keeps its owner; a stale record (a bad pointer,
+  // caught by the batch check) holds null or some list, and only where the batch parks
+  // depends on it.
+  CentralFreeList* const owner = span->owner;
+  if (owner == nullptr || owner == this || owner->cl_ != cl_ || owner->transfer_.LooksFull()) return this;
+  return owner;
+}
+
 void CentralFreeList::InsertBatch(void* const* objs, int n) {
   // A batch is checked only if it may be parked: when the transfer cache is full (a racy
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
-  if (n == transfer_.batch() && !transfer_.LooksFull()) {
-    if (checks_) {
-      ArraySource src{objs};
-      CheckObjects(src, n, nullptr);
+  if (n == transfer_.batch()) {
+    CentralFreeList* const park = ParkingFor(objs[0]);
+    if (!park->transfer_.LooksFull()) {
+      if (checks_) {
+        ArraySource src{objs};
+        CheckObjects(src, n, nullptr);
+      }
+      if (park->transfer_.TryInsert(objs)) return;
     }
-    if (transfer_.TryInsert(objs)) return;
   }
   InsertToSpans(objs, n);
 }
@@ -177,12 +199,13 @@ void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
 }
 
 void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
-  if (!to_spans && n == transfer_.batch() && !transfer_.LooksFull()) {
+  CentralFreeList* const park = !to_spans && n == transfer_.batch() ? ParkingFor(start) : nullptr;
+  if (park != nullptr && !park->transfer_.LooksFull()) {
     // One walk checks the batch, copies it into an array and reads the rest of the list.
     ChainSource src{start};
     void* batch[kMaxTransferBatch];
     CollectChain(src, n, batch);
-    if (!transfer_.TryInsert(batch)) InsertToSpans(batch, n);
+    if (!park->transfer_.TryInsert(batch)) InsertToSpans(batch, n);
     return src.current();
   }
   return InsertRange(start, n);

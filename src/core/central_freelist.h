@@ -94,8 +94,9 @@ class CentralFreeList {
   // in out without touching them. Objects that came in through arrays carry no link word.
   int RemoveBatch(void** out, int n);
 
-  // Gives back an array of n objects: a whole batch goes to the transfer cache when it has
-  // room, anything else to the spans. For front ends that keep arrays.
+  // Gives back an array of n objects: a whole batch goes to a transfer cache when one has
+  // room (the shard's that carved its first object's span, else this one: ParkingFor),
+  // anything else to the spans. For front ends that keep arrays.
   void InsertBatch(void* const* objs, int n);
   // Gives back an array of n objects directly to their spans (a drained cache: what sat
   // unused should free its spans, not wait in the transfer cache).
@@ -111,7 +112,8 @@ class CentralFreeList {
   // Gives back the first n objects (n >= 1) of the linked list at start, like
   // InsertRange(start, end, n) (or InsertRange(start, n) if to_spans), and returns the
   // rest of the list: for front ends that keep lists (thread_cache), so the list is walked
-  // once, not once to cut it and again to check the batch.
+  // once, not once to cut it and again to check the batch. A whole batch parks in a
+  // transfer cache as InsertBatch's does.
   void* InsertList(void* start, int n, bool to_spans);
 
   // Crashes unless obj is the start of a block of this class ("call" names the operation in
@@ -169,6 +171,9 @@ class CentralFreeList {
     void* current() const { return *objs; }
     void advance() { ++objs; }
   };
+  // The list whose transfer cache a whole batch starting with `first` should park in: the
+  // shard that carved first's span when that is another shard with room, else this one.
+  CentralFreeList* ParkingFor(const void* first);
   // Crashes with a double-free message if prev is already free in its span.
   TCM_NOINLINE void PrevFreedTwice(void* prev) const;
   // Crashes if obj is among the first k objects of src.

@@ -654,7 +654,8 @@ TEST_F(CentralFreeListTest, ObjectsFreedThroughAnotherShardReturnToTheirOwner) {
   EXPECT_EQ(central_->free_objects(), owner_free + 100);
   central_->Verify();
   other.Verify();
-  // A batch parked in the other shard's transfer cache also ends up at the owner.
+  // A whole batch freed through the other shard parks in the owner's transfer cache,
+  // where the owner's next RemoveBatch takes it without touching a span.
   objs.clear();
   const int batch = static_cast<int>(SizeMap::NumToMove(cl_));
   ASSERT_EQ(Remove(batch, &objs), batch);
@@ -662,10 +663,35 @@ TEST_F(CentralFreeListTest, ObjectsFreedThroughAnotherShardReturnToTheirOwner) {
   NextOf(objs.back()) = nullptr;
   const size_t before = central_->free_objects();
   (void)other.InsertList(objs.front(), batch, false);
+  EXPECT_EQ(other.transfer_objects(), 0u);
+  EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_EQ(central_->free_objects(), before);
+  std::vector<void*> back(static_cast<size_t>(batch));
+  ASSERT_EQ(central_->RemoveBatch(back.data(), batch), batch);
+  EXPECT_EQ(std::multiset<void*>(back.begin(), back.end()), std::multiset<void*>(objs.begin(), objs.end()));
+  EXPECT_EQ(central_->free_objects(), before);  // none came from the spans
+  // The same through an array; with the owner's transfer cache full, the batch parks in
+  // the other shard's, and from there it still ends up at the owner's spans.
+  central_->InsertBatch(back.data(), batch);
+  // One at a time: a whole batch would be taken from the transfer cache.
+  auto from_spans = [&] {
+    std::vector<void*> got;
+    for (int i = 0; i < batch; ++i) EXPECT_EQ(Remove(1, &got), 1);
+    return got;
+  };
+  const int capacity = central_->transfer_cache()->capacity();
+  while (static_cast<int>(central_->transfer_objects()) < capacity) {
+    std::vector<void*> more = from_spans();
+    central_->InsertBatch(more.data(), batch);
+  }
+  std::vector<void*> last = from_spans();
+  const size_t before_last = central_->free_objects();
+  other.InsertBatch(last.data(), batch);
   EXPECT_EQ(other.transfer_objects(), static_cast<size_t>(batch));
   other.FlushTransferCache();
-  EXPECT_EQ(central_->free_objects(), before + static_cast<size_t>(batch));
+  EXPECT_EQ(central_->free_objects(), before_last + static_cast<size_t>(batch));
   EXPECT_EQ(other.num_spans(), 0u);
+  central_->FlushTransferCache();
   central_->Verify();
   other.Verify();
   NextOf(keep) = nullptr;
