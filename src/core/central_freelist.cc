@@ -42,6 +42,7 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // the 2% space promise for them (overhead_test); that class keeps encoded lists.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   reciprocal_ = SizeMap::kReciprocal[cl];
+  division_magic_ = SizeMap::kDivisionMagic[cl];
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
   const size_t array_bytes = static_cast<size_t>(TransferCache::capacity_for(size_, batch)) * sizeof(void*);
@@ -109,8 +110,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   __builtin_memset(filter, 0, filter_bits / 8);
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
   // In locals: the compiler would re-read the members after every store to filter.
-  const uint64_t reciprocal = reciprocal_;
-  const size_t size = size_;
+  const uint64_t magic = division_magic_;
   const size_t objects = objects_per_span_;
   uintptr_t cached_page = ~uintptr_t{0};
   uintptr_t base = 0;
@@ -133,8 +133,9 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
       cached_page = page;
     }
     const size_t offset = addr - base;
-    const size_t i = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
-    if (TCM_UNLIKELY(i * size != offset || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
+    bool starts_object;
+    const size_t i = SizeMap::ExactObjectIndex(magic, offset, &starts_object);
+    if (TCM_UNLIKELY(!starts_object || i >= objects)) NotABlockStart(obj, offset, kIntoTransfer);
     const size_t h = (i + mix) & filter_mask;
     if ((h >> 6) != word_index) {
       filter[word_index] = word;
@@ -423,9 +424,8 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
     SpinLockHolder h(&lock_);
     const bool checks = checks_;
     const uint8_t cl = cl_;
-    const size_t size = size_;
     const uint32_t per_span = objects_per_span_;
-    const uint64_t reciprocal = reciprocal_;
+    const uint64_t magic = division_magic_;
     uintptr_t page_lo = 0, page_hi = 0;  // pages of the current span: [lo, hi), empty at first
     Span* span = nullptr;
     uintptr_t base = 0;
@@ -471,9 +471,9 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
         word_index = 0;
         word = bits[0];
       }
-      const size_t offset = addr - base;
-      const size_t index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
-      if (index >= per_span || (checks && index * size != offset)) break;
+      bool starts_object;
+      const size_t index = SizeMap::ExactObjectIndex(magic, addr - base, &starts_object);
+      if (index >= per_span || (checks && !starts_object)) break;
       if ((index >> 6) != word_index) {
         bits[word_index] = word;
         word_index = index >> 6;
@@ -520,9 +520,8 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
   // per page, not per object. Members in locals: the stores to chunk could alias them.
   const bool checks = checks_;
   const uint8_t cl = cl_;
-  const size_t size = size_;
   const size_t objects = objects_per_span_;
-  const uint64_t reciprocal = reciprocal_;
+  const uint64_t magic = division_magic_;
   // The source position and the last object too: as references they would be stored and
   // re-read for every object (a store-to-load chain through memory).
   Source at = src;
@@ -550,10 +549,13 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
       base = span->start_addr();
       cached_page = page;
     }
+    // A stale span's offset may be anything: from 2^32 up the index is still about
+    // offset / size, beyond the span's objects.
     const size_t offset = addr - base;
-    const size_t index = (offset * reciprocal) >> SizeMap::kIndexShift;  // IndexOf: the bit to set
+    bool starts_object;
+    const size_t index = SizeMap::ExactObjectIndex(magic, offset, &starts_object);  // the bit to set
     if (checks) {
-      if (TCM_UNLIKELY(index * size != offset || index >= objects)) {
+      if (TCM_UNLIKELY(!starts_object || index >= objects)) {
         if (done + i > 0) PrevFreedTwice(last);
         NotABlockStart(obj, offset, kIntoSpans);
       }

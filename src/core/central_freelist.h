@@ -239,6 +239,7 @@ class CentralFreeList {
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;
   uint64_t reciprocal_ = 0;
+  uint64_t division_magic_ = 0;  // SizeMap::kDivisionMagic: index and block-start check in one multiplication
   PageHeap* heap_ = nullptr;
   PageMap* pagemap_ = nullptr;
   SpanList nonempty_;  // spans with at least one free object

@@ -112,6 +112,14 @@ constexpr std::array<uint64_t, kMaxClasses> Reciprocals() {
   return r;
 }
 
+constexpr std::array<uint64_t, kMaxClasses> DivisionMagics() {
+  std::array<uint64_t, kMaxClasses> m{};
+  // ceil(2^64 / size): ~0 / size is floor((2^64 - 1) / size), one below it exactly when
+  // size divides 2^64 (a power of two) and equal to floor(2^64 / size) otherwise.
+  for (size_t cl = 1; cl < kTable.count; ++cl) m[cl] = ~uint64_t{0} / kTable.info[cl].size + 1;
+  return m;
+}
+
 constexpr std::array<uint16_t, kMaxClasses> InitialBatches() {
   std::array<uint16_t, kMaxClasses> b{};
   for (size_t cl = 0; cl < kTable.count; ++cl) b[cl] = kTable.info[cl].batch;
@@ -156,6 +164,20 @@ struct SizeMap {
   static TCM_ALWAYS_INLINE size_t ObjectIndex(size_t cl, size_t offset) {
     return (offset * kReciprocal[cl]) >> kIndexShift;
   }
+  // The same index and whether offset is that object's first byte, from one 64x64->128-bit
+  // multiplication by ceil(2^64 / size) (kDivisionMagic): the high half is offset / size,
+  // and size divides offset exactly when the low half is below the magic (the remainder
+  // is the low half's fraction of 2^64, scaled by size; Lemire, Kaser and Kurz, "Faster
+  // remainder by direct computation", 2019). Exact for offsets below 2^32, which every
+  // span offset is (checked below). The batch checks used a second multiplication,
+  // index * size == offset, per object.
+  static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kDivisionMagic =
+      size_class_internal::DivisionMagics();
+  static TCM_ALWAYS_INLINE size_t ExactObjectIndex(uint64_t magic, size_t offset, bool* starts_object) {
+    const unsigned __int128 product = static_cast<unsigned __int128>(offset) * magic;
+    *starts_object = static_cast<uint64_t>(product) < magic;
+    return static_cast<size_t>(product >> 64);
+  }
 
  private:
   static inline constinit std::array<uint16_t, size_class_internal::kMaxClasses> batch_ =
@@ -174,6 +196,8 @@ constexpr bool CheckTable() {
     // SizeMap::ObjectIndex is exact when offset * (reciprocal * size - 2^40) < 2^40 for
     // every offset in the span; the error term is at most size.
     if (uint64_t{c.pages} * kPageSize * c.size >= (uint64_t{1} << 40)) return false;
+    // ExactObjectIndex needs offsets (and sizes) below 2^32.
+    if (uint64_t{c.pages} * kPageSize > (uint64_t{1} << 32)) return false;
   }
   return kTable.info[kTable.count - 1].size == kMaxSize && kTable.info[1].size == 8;
 }

@@ -34,6 +34,37 @@ TEST(SizeClasses, ReciprocalIndexIsExactForEveryOffsetOfEverySpan) {
   }
 }
 
+TEST(SizeClasses, ExactObjectIndexIsTheQuotientAndSaysWhetherTheOffsetStartsABlock) {
+  // Every offset of every class's span, and offsets past it: the batch checks rely on the
+  // index (a bit of the span's bitmap) and on the block-start answer for each of them.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const size_t size = SizeMap::ClassSize(cl);
+    const uint64_t magic = SizeMap::kDivisionMagic[cl];
+    const size_t span_bytes = SizeMap::ClassPages(cl) * kPageSize;
+    size_t failures = 0;
+    auto check = [&](size_t off) {
+      bool starts = false;
+      const size_t index = SizeMap::ExactObjectIndex(magic, off, &starts);
+      if (index != off / size || starts != (off % size == 0)) {
+        ADD_FAILURE() << "class " << cl << " (" << size << " B) offset " << off << ": index " << index << ", starts "
+                      << starts;
+        ++failures;
+      }
+    };
+    for (size_t off = 0; off < 2 * span_bytes && failures < 5; ++off) check(off);
+    // Up to 2^32 (what the check allows): near multiples of the size.
+    for (size_t k = uint64_t{1} << 32 >> 12; k <= (uint64_t{1} << 32) / size && failures < 5; k += (k >> 4) + 1)
+      for (size_t d : {size_t{0}, size_t{1}, size - 1}) check(k * size - d);
+  }
+  // A stale span's offset (anything, up to 2^64 - 1) must not come out as a small index.
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    bool starts = false;
+    for (uint64_t off : {uint64_t{1} << 32, uint64_t{1} << 40, ~uint64_t{0} - 7, ~uint64_t{0}})
+      EXPECT_GE(SizeMap::ExactObjectIndex(SizeMap::kDivisionMagic[cl], off, &starts), SizeMap::ObjectsPerSpan(cl))
+          << "class " << cl << " offset " << off;
+  }
+}
+
 TEST(SizeClasses, EightByteObjectsCostEightBytes) {
   // The design's space claim: N 8-byte objects take ~8N bytes, so 1..8 share an exact class.
   EXPECT_EQ(SizeMap::ClassSize(1), 8u);
