@@ -475,6 +475,30 @@ TEST_F(CpuCacheTest, ClassesThatOnlyOverflowedGiveBackHalfTheirObjectsAndKeepThe
   central_[cl].Verify();
 }
 
+// A CPU that frees objects of a class it does not allocate (a consumer thread) keeps room
+// for one batch of it: the rest goes on to the central list a batch at a time, not into
+// a cache that grows to the class's largest capacity for mallocs that never come there.
+// Once malloc misses the class on that CPU, it grows as before.
+TEST_F(CpuCacheTest, AClassACpuOnlyFreesKeepsRoomForOneBatch) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(64);
+  const size_t batch = SizeMap::NumToMove(cl);
+  ASSERT_GT(cache_->max_capacity(cl), 4 * batch);
+  // Allocated elsewhere: straight from the central list, as another CPU's misses would.
+  std::vector<void*> v(2000);
+  for (void*& p : v) ASSERT_EQ(central_[cl].RemoveBatch(&p, 1), 1);
+  for (void* p : v) Free(cl, p);
+  EXPECT_LE(cache_->ClassObjects(cl), batch);
+  EXPECT_LE(cache_->CpuCapacityBytes(0), batch * SizeMap::ClassSize(cl));
+  // This CPU now allocates the class: its misses let it grow past a batch again.
+  for (void*& p : v) p = Alloc(cl);
+  for (void* p : v) Free(cl, p);
+  EXPECT_GT(cache_->ClassObjects(cl), 4 * batch);
+  os::UnpinFromCpus();
+  cache_->DrainAll();
+  central_[cl].Verify();
+}
+
 TEST_F(CpuCacheTest, OneCpuByAffinity) {
   // A process restricted to one CPU: every thread shares that CPU's cache.
   ASSERT_TRUE(os::PinToCpu(0));
