@@ -2,7 +2,11 @@
 // Nothing inside the allocator uses malloc; everything it needs comes from here.
 //
 // Memory is carved by bumping a pointer through chunks obtained straight from the OS;
-// it is never returned. Typed objects that come and go (spans, thread caches) are recycled
+// it is never returned. Requests of kOwnMapping bytes and more (transfer cache arrays,
+// slabs, pagemap nodes) get a mapping of their own, whose record lives in the current
+// chunk: such a block is mostly untouched until used, and a record at its start would make
+// one page of each resident (at start-up ~20 pages, one per array, 80 KiB of the
+// baseline RSS). Typed objects that come and go (spans, thread caches) are recycled
 // through MetadataFreeList<T>. Locking: Arena has its own lock, taken briefly.
 #ifndef TCMALLOC_ARENA_H_
 #define TCMALLOC_ARENA_H_
@@ -35,17 +39,24 @@ class Arena {
   void ForEachChunk(void (*fn)(uintptr_t lo, uintptr_t hi, void* ctx), void* ctx) const;
 
  private:
-  struct ChunkHeader {  // at the start of each chunk
-    const ChunkHeader* next;
+  struct ChunkRecord {  // at the start of a chunk; a mapping's in the chunk in use
+    const ChunkRecord* next;
+    uintptr_t start;
     size_t bytes;
   };
   static constexpr size_t kChunk = 128 * 1024;
+  static constexpr size_t kOwnMapping = 16 * 1024;
+  // Bump allocation from the current chunk (a new one when it does not fit). REQUIRES lock_.
+  void* CarveLocked(size_t bytes, size_t align);
+  // A mapping of its own for bytes (>= kOwnMapping; page-aligned). REQUIRES lock_.
+  void* MapLocked(size_t bytes);
+  void Publish(ChunkRecord* record, uintptr_t start, size_t bytes);
   SpinLock lock_;
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t reserved_ = 0;
   size_t used_ = 0;
-  const ChunkHeader* chunks_ = nullptr;  // newest first; published with a release store
+  const ChunkRecord* chunks_ = nullptr;  // newest first; published with a release store
 };
 
 // A free list of T objects over an Arena. Not thread-safe: the owner's lock guards it.

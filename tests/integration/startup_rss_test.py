@@ -9,7 +9,9 @@ mappings 476 resident of which 176 dirty; before issue 12's start-up work 1540 /
 280; with central-list shards, whose lists beyond shard 0 are set up on first use: 992 /
 892, 512 resident, 88 dirty, and +28 dirty when the program also runs on a CPU of shard 1;
 with the central lists' array and the page heap in .bss instead of .data: 836-972 /
-836-960, 376 resident, 44 dirty, anonymous 200-272 where it was 164):
+836-960, 376 resident, 44 dirty, anonymous 200-272 where it was 164; with the arena's
+blocks of 16 KiB and more in mappings of their own, no record at their start: anonymous
+172-212 where it was 208-276, 15 and 10 runs):
   VmHWM(ours) - VmHWM(glibc) <= 1100: our image (text ~150, read-only data and unwind tables
       ~76, dynamic symbols and relocations ~72, data ~60), libgcc_s (~128, which a C program
       on glibc does not map), allocator metadata and the first spans (~170-240 anonymous);
