@@ -451,7 +451,8 @@ void DeallocateSlow(void* p) noexcept {
   // Guarded blocks are in no span: the pagemap gives them class 0, so they arrive here.
   if (TCM_UNLIKELY(g_guarded.Contains(p))) return DeallocateGuarded(p);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (addr >> kAddressBits) InvalidPointer("free()", p);
+  // Before initialisation nothing is ours (and the class map is not set up yet).
+  if ((addr >> kAddressBits) != 0 || !g_pagemap.initialized()) InvalidPointer("free()", p);
   const size_t cl = g_pagemap.ClassOf(addr);
   if (cl == 0) return DeallocateLarge(p);
   if (g_cpu_cache.active()) {
@@ -754,6 +755,7 @@ size_t OwnedSize(const void* p) {
   // an in-use small-object span except its tail, which holds no whole object: a pointer
   // there is an interior pointer like any other, which free()'s batch check reports
   // (hardened builds), as it reports the others.
+  if (!g_pagemap.initialized()) return 0;  // before initialisation nothing is ours
   if ((addr >> kAddressBits) == 0) {
     if (const size_t cl = g_pagemap.ClassOf(addr); cl != 0) return SizeMap::ClassSize(cl);
   }

@@ -19,7 +19,7 @@ static void* AllocPagemapNode(size_t bytes) { return g_arena.Alloc(bytes, 64); }
 constinit Options g_options;
 constinit SystemAllocator g_system;
 constinit Arena g_arena;
-constinit PageMap g_pagemap{&AllocPagemapNode};
+constinit PageMap g_pagemap;  // all zero (.bss) until EnsureInitialized runs Init
 constinit PageHeap g_pageheap;  // connected in EnsureInitialized (page_heap.h: .bss)
 constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
 constinit int g_central_shards = 1;
@@ -147,6 +147,8 @@ void EnsureInitialized() {
   if (TCM_LIKELY(g_initialized.load(std::memory_order_acquire))) return;
   SpinLockHolder h(&g_init_lock);
   if (g_initialized.load(std::memory_order_relaxed)) return;
+  // The class map first: the free fast paths read it once their limits open (at the end).
+  g_pagemap.Init(&AllocPagemapNode);
   // Central-list shards by the CPUs there can be (not per-CPU mode alone: per-thread
   // caches pick their shard by CPU too, when glibc registered rseq).
   g_pageheap.Connect(&g_pagemap, &g_system, &g_arena);
@@ -172,6 +174,7 @@ void EnsureInitialized() {
   if (per_cpu && g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size),
                                   g_central_shards))
     SetPerCpuMode(true);
+  OpenFreeFastPaths();  // after g_pagemap.Init, and after the mode is chosen
   g_pageheap.set_clock(Scavenger::NowNs());
   g_pageheap.set_clock_source(&Scavenger::NowNs);
   // Handlers registered now run last in the prepare phase (pthread_atfork runs them in

@@ -13,7 +13,7 @@
 namespace tcm {
 
 constinit RelaxedAtomic<size_t> g_alloc_limit{kNormalAllocLimit};
-constinit RelaxedAtomic<uintptr_t> g_free_limit{kNormalFreeLimit};
+constinit RelaxedAtomic<uintptr_t> g_free_limit{0};  // opened by OpenFreeFastPaths
 constinit RelaxedAtomic<size_t> g_cpu_alloc_limit{0};
 constinit RelaxedAtomic<uintptr_t> g_cpu_free_limit{0};
 constinit std::atomic<bool> g_alloc_hooks_active{false};
@@ -24,6 +24,7 @@ namespace {
 constinit SpinLock g_hook_lock;
 int g_force_slow = 0;      // guarded by g_hook_lock
 bool g_per_cpu_mode = false;  // guarded by g_hook_lock
+bool g_class_map_ready = false;  // guarded by g_hook_lock: free's fast paths may read the pagemap
 
 // A fixed array of hooks: changed under g_hook_lock, read lock-free (slots are atomic, so
 // hooks can be added and removed while other threads invoke them). The last slot is the
@@ -187,10 +188,16 @@ void RecomputeFastPathLimits() {
   g_alloc_hooks_active.store(hooks, std::memory_order_relaxed);
   // Per-thread fast path: open unless slow paths are forced or the per-CPU one is chosen.
   g_alloc_limit.store(slow || g_per_cpu_mode ? 0 : kNormalAllocLimit);
-  g_free_limit.store(slow || g_per_cpu_mode ? 0 : kNormalFreeLimit);
+  g_free_limit.store(slow || g_per_cpu_mode || !g_class_map_ready ? 0 : kNormalFreeLimit);
   // Per-CPU fast path: open only in per-CPU mode without a reason for the slow paths.
   g_cpu_alloc_limit.store(!slow && g_per_cpu_mode ? kNormalAllocLimit : 0);
-  g_cpu_free_limit.store(!slow && g_per_cpu_mode ? kNormalFreeLimit : 0);
+  g_cpu_free_limit.store(!slow && g_per_cpu_mode && g_class_map_ready ? kNormalFreeLimit : 0);
+}
+
+void OpenFreeFastPaths() {
+  SpinLockHolder l(&g_hook_lock);
+  g_class_map_ready = true;
+  RecomputeFastPathLimits();
 }
 
 void SetPerCpuMode(bool on) {

@@ -60,7 +60,9 @@ class RelaxedAtomic {
 
 // Fast-path limits: malloc of size >= g_alloc_limit and free of an address >= g_free_limit
 // take the slow path. Normally kMaxSize + 1 and 2^48 (the pagemap's reach); 0 while a
-// new/delete hook is installed, something forces the slow paths, or in per-CPU mode.
+// new/delete hook is installed, something forces the slow paths, or in per-CPU mode. The
+// free limits stay 0 until OpenFreeFastPaths (the pagemap's class root is filled at
+// initialisation, not at load time: pagemap.h).
 extern RelaxedAtomic<size_t> g_alloc_limit TCM_HIDDEN;
 extern RelaxedAtomic<uintptr_t> g_free_limit TCM_HIDDEN;
 // The per-CPU fast paths' limits: the normal ones in per-CPU mode without hooks, else 0.
@@ -87,6 +89,9 @@ inline size_t HookedTailPad() { return HooksActive() ? g_hooked_tail_pad.load() 
 
 // Selects the per-CPU fast paths (once, at initialisation) and recomputes the limits.
 void SetPerCpuMode(bool on);
+
+// The pagemap's class map is set up: free's fast paths may open (once, at initialisation).
+void OpenFreeFastPaths();
 
 // Another reason to force the slow paths (e.g. the heap profiler); counted, so calls nest.
 void ForceSlowPaths(bool on);

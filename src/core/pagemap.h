@@ -14,8 +14,12 @@
 //
 // Start-up cost (the program that never allocates much pays it): every pointer in the
 // static image is a load-time relocation (24 bytes of .rela.dyn, read from the file) and
-// dirties its page. Hence a small class root (2048 slots: 16 KiB, 48 KiB of relocations)
-// and a span tree that starts as all-zero .bss and whose fresh nodes need no writes.
+// dirties its page, and one such pointer puts the whole object in .data, which the kernel
+// maps from the file around every fault. Hence a small class root (2048 slots, 16 KiB),
+// filled by Init() rather than by the constructor: a default-constructed PageMap is all
+// zero, so the allocator's one lives in .bss (the filled root cost 48 KiB of relocations
+// and kept the span root's 32 KiB of zeros in .data). Until Init() nothing may look up a
+// class: the fast paths' limits are closed until then (malloc_hook.h).
 //
 // Concurrency: Set*/Ensure are called with the page heap lock held; lookups are lock-free
 // (entries are word-sized and written before the memory they describe is handed out).
@@ -55,9 +59,18 @@ class PageMap {
     Leaf* leaves[kMidLength];
   };
 
-  constexpr explicit PageMap(NodeAllocator alloc) : alloc_(alloc) {
-    for (auto& c : class_root_) c = empty_class_leaf_;
+  // All zero (constinit globals go to .bss); usable once Init() has run.
+  constexpr PageMap() = default;
+  explicit PageMap(NodeAllocator alloc) { Init(alloc); }
+  // Points every class-root slot not yet in use at the shared empty leaf and sets the node
+  // allocator. Idempotent; REQUIRES no concurrent use before it returns.
+  void Init(NodeAllocator alloc) {
+    for (auto& c : class_root_)
+      if (c == nullptr) c = empty_class_leaf_;
+    __atomic_store_n(&alloc_, alloc, __ATOMIC_RELEASE);  // publishes the filled root
   }
+  // True once Init has run: ClassOf may be called.
+  bool initialized() const { return __atomic_load_n(&alloc_, __ATOMIC_ACQUIRE) != nullptr; }
 
   // Size class of the page holding addr: 0 for anything that is not a small-object span.
   // REQUIRES addr < 2^48.
@@ -112,10 +125,10 @@ class PageMap {
 
   static uint8_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
-  uint8_t* class_root_[kClassRootLength];
+  uint8_t* class_root_[kClassRootLength] = {};
   Mid* root_[kRootLength] = {};
   size_t class_leaves_ = 0;
-  NodeAllocator alloc_;
+  NodeAllocator alloc_ = nullptr;
   size_t node_bytes_ = 0;
 };
 
