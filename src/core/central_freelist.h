@@ -24,7 +24,9 @@
 // meet on one lock, and an object freed where it was allocated is reused there. A span
 // belongs to the list that carved it (Span::owner): objects that reach another shard's
 // InsertRange go to their span's owner, under the owner's lock. Transfer caches are per
-// shard; what a shard parks goes back to its spans when it sits idle (the scavenger).
+// shard; a whole batch freed on one shard's CPUs whose first object another shard carved
+// parks in that shard's transfer cache, where its allocating side takes it back
+// (ParkingFor); what a shard parks goes back to its spans when it sits idle (the scavenger).
 //
 // Locking: lock_ guards everything here. Objects of arrays (per-CPU caches, drains, the
 // transfer cache) that belong to this list's own bitmap spans go back in one pass under
