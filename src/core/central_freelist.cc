@@ -41,7 +41,6 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // of the span: 0.8% for 16-byte objects, but 1.6% for 8-byte ones, which would break
   // the 2% space promise for them (overhead_test); that class keeps encoded lists.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
-  reciprocal_ = SizeMap::kReciprocal[cl];
   division_magic_ = SizeMap::kDivisionMagic[cl];
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
@@ -344,18 +343,16 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
   // Checked: every decoded link must be a block of this span (the head was checked as the
   // link that led to it, or as the span was threaded).
   const bool checks = checks_;
-  const size_t size = size_;
-  const uint64_t reciprocal = reciprocal_;
+  const uint64_t magic = division_magic_;
   const uintptr_t base = span->start_addr();
-  const size_t limit = static_cast<size_t>(objects_per_span_) * size;
+  const size_t limit = static_cast<size_t>(objects_per_span_) * size_;
   void* obj = span->objects;
   for (int k = 0; k < take; ++k) {
     if (TCM_UNLIKELY(obj == nullptr)) BadLink(span->objects, nullptr);  // the count says more
     void* const next = GetSpanLink(obj);
     if (checks && next != nullptr) {
       const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
-      const size_t next_index = ((offset < limit ? offset : 0) * reciprocal) >> SizeMap::kIndexShift;  // IndexOf
-      if (TCM_UNLIKELY(offset >= limit || next_index * size != offset)) BadLink(obj, next);
+      if (TCM_UNLIKELY(offset >= limit || !SizeMap::StartsObject(magic, offset))) BadLink(obj, next);
     }
     StoreWord(obj, 0);  // no link to another object leaves with it (the heap checker scans them)
     sink(obj, got + k);
@@ -549,8 +546,8 @@ void CentralFreeList::LookUpChunk(Pending* chunk, Source& src, void** prev, int 
       base = span->start_addr();
       cached_page = page;
     }
-    // A stale span's offset may be anything: from 2^32 up the index is still about
-    // offset / size, beyond the span's objects.
+    // A stale span's offset may be anything: from 2^32 up the index is still beyond the
+    // span's objects (SizeMap).
     const size_t offset = addr - base;
     bool starts_object;
     const size_t index = SizeMap::ExactObjectIndex(magic, offset, &starts_object);  // the bit to set

@@ -126,8 +126,9 @@ class CentralFreeList {
     if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, call);
     Span* span = pagemap_->GetSpan(PageId::FromPtr(obj));
     const size_t offset = addr - span->start_addr();
-    const size_t i = IndexOf(offset);
-    if (TCM_UNLIKELY(i * size_ != offset || i >= objects_per_span_)) NotABlockStart(obj, offset, call);
+    bool starts_object;
+    const size_t i = SizeMap::ExactObjectIndex(division_magic_, offset, &starts_object);
+    if (TCM_UNLIKELY(!starts_object || i >= objects_per_span_)) NotABlockStart(obj, offset, call);
     *index = i;
     return span;
   }
@@ -155,8 +156,8 @@ class CentralFreeList {
   void Verify();
 
  private:
-  // offset / size_ for offsets inside a span (SizeMap::ObjectIndex with the reciprocal cached).
-  size_t IndexOf(size_t offset) const { return (offset * reciprocal_) >> SizeMap::kIndexShift; }
+  // offset / size_ for offsets inside a span (SizeMap::ObjectIndex with the magic cached).
+  size_t IndexOf(size_t offset) const { return SizeMap::IndexByMagic(division_magic_, offset); }
   [[noreturn]] TCM_NOINLINE void NotOfThisClass(void* obj, const char* call) const;
   [[noreturn]] TCM_NOINLINE void NotABlockStart(void* obj, size_t offset, const char* call) const;
   [[noreturn]] TCM_NOINLINE void BadLink(const void* obj, const void* next) const;
@@ -240,7 +241,6 @@ class CentralFreeList {
   uint8_t cl_ = 0;
   uint32_t size_ = 0;
   uint32_t objects_per_span_ = 0;
-  uint64_t reciprocal_ = 0;
   uint64_t division_magic_ = 0;  // SizeMap::kDivisionMagic: index and block-start check in one multiplication
   PageHeap* heap_ = nullptr;
   PageMap* pagemap_ = nullptr;

@@ -106,12 +106,6 @@ constexpr std::array<uint8_t, kIndexCount> MakeIndex() {
 inline constexpr size_t kNumClasses = size_class_internal::kTable.count;
 
 namespace size_class_internal {
-constexpr std::array<uint64_t, kMaxClasses> Reciprocals() {
-  std::array<uint64_t, kMaxClasses> r{};
-  for (size_t cl = 1; cl < kTable.count; ++cl) r[cl] = (uint64_t{1} << 40) / kTable.info[cl].size + 1;
-  return r;
-}
-
 constexpr std::array<uint64_t, kMaxClasses> DivisionMagics() {
   std::array<uint64_t, kMaxClasses> m{};
   // ceil(2^64 / size): ~0 / size is floor((2^64 - 1) / size), one below it exactly when
@@ -132,9 +126,6 @@ struct SizeMap {
   static constexpr auto& kInfo = size_class_internal::kTable.info;
   static constexpr std::array<uint8_t, size_class_internal::kIndexCount> kIndex =
       size_class_internal::MakeIndex();
-  // floor(2^40 / size) + 1 per class (0 for class 0): see ObjectIndex.
-  static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kReciprocal =
-      size_class_internal::Reciprocals();
 
   // REQUIRES size <= kMaxSize.
   static TCM_ALWAYS_INLINE size_t ClassIndex(size_t size) {
@@ -156,27 +147,31 @@ struct SizeMap {
   static constexpr size_t ObjectsPerSpan(size_t cl) {
     return kInfo[cl].pages * kPageSize / kInfo[cl].size;
   }
-  // Index of the object of class cl that contains byte `offset` of its span, i.e.
-  // offset / ClassSize(cl), as a multiplication by a precomputed reciprocal and a shift
-  // (a 64-bit division is 30-90 cycles; this is 4). Exact for every offset inside a span
-  // (checked at compile time below and exhaustively by size_classes_test).
-  static constexpr size_t kIndexShift = 40;
-  static TCM_ALWAYS_INLINE size_t ObjectIndex(size_t cl, size_t offset) {
-    return (offset * kReciprocal[cl]) >> kIndexShift;
-  }
-  // The same index and whether offset is that object's first byte, from one 64x64->128-bit
-  // multiplication by ceil(2^64 / size) (kDivisionMagic): the high half is offset / size,
-  // and size divides offset exactly when the low half is below the magic (the remainder
-  // is the low half's fraction of 2^64, scaled by size; Lemire, Kaser and Kurz, "Faster
-  // remainder by direct computation", 2019). Exact for offsets below 2^32, which every
-  // span offset is (checked below). The batch checks used a second multiplication,
-  // index * size == offset, per object.
+  // Division by a class's size without a division instruction (30-90 cycles for 64 bits),
+  // from one 64x64->128-bit multiplication by ceil(2^64 / size) (kDivisionMagic, the
+  // magic of the class): the high half is offset / size, and size divides offset exactly
+  // when the low half is below the magic (the remainder is the low half's fraction of
+  // 2^64, scaled by size; Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+  // 2019). Exact for offsets below 2^32, which every span offset is (checked below, and
+  // exhaustively by size_classes_test); from 2^32 up the index is still at least
+  // offset / size, so a stale offset never passes for an object of the span.
   static constexpr std::array<uint64_t, size_class_internal::kMaxClasses> kDivisionMagic =
       size_class_internal::DivisionMagics();
+  static TCM_ALWAYS_INLINE size_t IndexByMagic(uint64_t magic, size_t offset) {
+    return static_cast<size_t>((static_cast<unsigned __int128>(offset) * magic) >> 64);
+  }
+  // The same, and whether offset is that object's first byte (the batch checks' test, which
+  // took a second multiplication, index * size == offset, before).
   static TCM_ALWAYS_INLINE size_t ExactObjectIndex(uint64_t magic, size_t offset, bool* starts_object) {
     const unsigned __int128 product = static_cast<unsigned __int128>(offset) * magic;
     *starts_object = static_cast<uint64_t>(product) < magic;
     return static_cast<size_t>(product >> 64);
+  }
+  // Whether size divides offset: the low half alone, one 64-bit multiplication.
+  static TCM_ALWAYS_INLINE bool StartsObject(uint64_t magic, size_t offset) { return offset * magic < magic; }
+  // Index of the object of class cl that contains byte `offset` of its span.
+  static TCM_ALWAYS_INLINE size_t ObjectIndex(size_t cl, size_t offset) {
+    return IndexByMagic(kDivisionMagic[cl], offset);
   }
 
  private:
@@ -193,10 +188,7 @@ constexpr bool CheckTable() {
     if (c.size >= 16 && c.size % 16 != 0) return false;             // glibc alignment
     if (c.pages * kPageSize < c.size) return false;                  // one object fits
     if (c.batch < 2 || c.batch > kDefaultMaxBatch) return false;
-    // SizeMap::ObjectIndex is exact when offset * (reciprocal * size - 2^40) < 2^40 for
-    // every offset in the span; the error term is at most size.
-    if (uint64_t{c.pages} * kPageSize * c.size >= (uint64_t{1} << 40)) return false;
-    // ExactObjectIndex needs offsets (and sizes) below 2^32.
+    // SizeMap's division by magic is exact for offsets (and sizes) below 2^32.
     if (uint64_t{c.pages} * kPageSize > (uint64_t{1} << 32)) return false;
   }
   return kTable.info[kTable.count - 1].size == kMaxSize && kTable.info[1].size == 8;

@@ -19,7 +19,7 @@ TEST(SizeClasses, CountIsAboutWhatTheDesignSays) {
   EXPECT_EQ(SizeMap::ClassSize(kNumClasses - 1), kMaxSize);
 }
 
-TEST(SizeClasses, ReciprocalIndexIsExactForEveryOffsetOfEverySpan) {
+TEST(SizeClasses, ObjectIndexIsExactForEveryOffsetOfEverySpan) {
   // The hardening checks find an object's index without a division; one wrong offset would
   // let an interior pointer through or reject a good one.
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
@@ -45,7 +45,7 @@ TEST(SizeClasses, ExactObjectIndexIsTheQuotientAndSaysWhetherTheOffsetStartsABlo
     auto check = [&](size_t off) {
       bool starts = false;
       const size_t index = SizeMap::ExactObjectIndex(magic, off, &starts);
-      if (index != off / size || starts != (off % size == 0)) {
+      if (index != off / size || starts != (off % size == 0) || SizeMap::StartsObject(magic, off) != starts) {
         ADD_FAILURE() << "class " << cl << " (" << size << " B) offset " << off << ": index " << index << ", starts "
                       << starts;
         ++failures;
