@@ -68,6 +68,18 @@ class CpuCacheTest : public ::testing::Test {
   void Free(size_t cl, void* p) {
     if (!cache_->Push(cl, p)) cache_->DeallocateMiss(cl, p);
   }
+  void AllocEach(size_t cl, std::vector<void*>& v) {
+    for (void*& p : v) p = Alloc(cl);
+  }
+  void FreeEach(size_t cl, const std::vector<void*>& v) {
+    for (void* p : v) Free(cl, p);
+  }
+  // The end of a test pinned to a CPU: unpinned, every cache drained, cl's spans consistent.
+  void UnpinDrainAndVerify(size_t cl) {
+    os::UnpinFromCpus();
+    cache_->DrainAll();
+    central_[cl].Verify();
+  }
 
   // Allocates and frees objects of classes 2..20 (>= 16 bytes: room for a two-word
   // pattern), verifying each object's pattern before it is freed.
@@ -298,7 +310,7 @@ TEST_F(CpuCacheTest, MaintenanceDrainsIdleCpusAndShrinksUnusedClasses) {
   const size_t cl = SizeMap::ClassIndex(128);
   std::vector<void*> v;
   for (int i = 0; i < 300; ++i) v.push_back(Alloc(cl));
-  for (void* p : v) Free(cl, p);
+  FreeEach(cl, v);
   ASSERT_GT(cache_->TotalBytes(), 0u);
   // Not idle yet: the CPU stays (the class missed in this period, so it keeps its capacity).
   const uint64_t now = os::MonotonicCoarseNs();
@@ -331,12 +343,10 @@ TEST_F(CpuCacheTest, SmallClassesCacheUpTo8192ObjectsAndTwoPointerNodes24576) {
   EXPECT_EQ(cache_->max_capacity(SizeMap::ClassIndex(4096)), 64);
   std::vector<void*> v;
   for (int i = 0; i < 30000; ++i) v.push_back(Alloc(cl));
-  for (void* p : v) Free(cl, p);
+  FreeEach(cl, v);
   EXPECT_GT(cache_->ClassObjects(cl), 8192u);
   EXPECT_LE(cache_->ClassObjects(cl), 24576u);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 // A working set of 1000 blocks of 256 B (the suite's batch loop) stays on the CPU once the
@@ -351,18 +361,16 @@ TEST_F(CpuCacheTest, AThousandBlocksOf256BytesStayOnTheCpu) {
   const size_t batch = SizeMap::NumToMove(cl);
   std::vector<void*> v(1000);
   for (int round = 0; round < 20; ++round) {  // growth, a batch a miss
-    for (void*& p : v) p = Alloc(cl);
-    for (void* p : v) Free(cl, p);
+    AllocEach(cl, v);
+    FreeEach(cl, v);
   }
   const size_t parked = central_[cl].transfer_objects();
-  for (void*& p : v) p = Alloc(cl);
+  AllocEach(cl, v);
   const size_t taken = parked - central_[cl].transfer_objects();
-  for (void* p : v) Free(cl, p);
+  FreeEach(cl, v);
   printf("a round of 1000 mallocs took %zu objects from the transfer cache\n", taken);
   EXPECT_LE(taken, batch);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
   const size_t cl16 = SizeMap::ClassIndex(16);
   EXPECT_GE(central_[cl16].transfer_cache()->capacity(), 32768 - static_cast<int>(SizeMap::NumToMove(cl16)));
 }
@@ -384,7 +392,7 @@ TEST_F(CpuCacheTest, ObjectsLeaveInTheOrderAThreadCacheWould) {
 
   std::map<void*, size_t> freed_at;
   for (size_t i = 0; i < v.size(); ++i) freed_at[v[i]] = i;
-  for (void* p : v) Free(cl, p);  // past the capacity: batches into the transfer cache
+  FreeEach(cl, v);  // past the capacity: batches into the transfer cache
   std::vector<void*> chain(batch);
   ASSERT_TRUE(central_[cl].transfer_cache()->TryRemove(chain.data()));
   for (size_t i = 1; i < chain.size(); ++i) EXPECT_EQ(freed_at[chain[i]] + 1, freed_at[chain[i - 1]]) << i;
@@ -396,9 +404,7 @@ TEST_F(CpuCacheTest, ObjectsLeaveInTheOrderAThreadCacheWould) {
   for (size_t i = 0; i < batch; ++i) EXPECT_EQ(Alloc(cl), chain[i]) << i;
   for (void* p : chain) Free(cl, p);
   for (void* p : held) Free(cl, p);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 TEST_F(CpuCacheTest, UnusedCapacityShrinksOnActiveCpus) {
@@ -416,9 +422,7 @@ TEST_F(CpuCacheTest, UnusedCapacityShrinksOnActiveCpus) {
   cache_->Maintain(later);  // no miss since: half of the spare capacity goes back
   EXPECT_LT(cache_->CpuCapacityBytes(0), cap);
   for (int i = 100; i < 400; ++i) Free(cl, v[i]);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
@@ -426,7 +430,7 @@ TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
   const size_t cl = SizeMap::ClassIndex(128);
   std::vector<void*> v;
   for (int i = 0; i < 400; ++i) v.push_back(Alloc(cl));
-  for (void* p : v) Free(cl, p);  // a burst of frees: the CPU caches what fits
+  FreeEach(cl, v);  // a burst of frees: the CPU caches what fits
   const uint64_t now = os::MonotonicCoarseNs();
   cache_->MarkActive(now);
   cache_->Maintain(now);  // the class missed in this period: it keeps everything
@@ -444,9 +448,7 @@ TEST_F(CpuCacheTest, QuietClassesGiveBackHalfTheirObjects) {
   }
   EXPECT_LE(cache_->ClassObjects(cl), cached / 4);
   EXPECT_LE(central_[cl].transfer_objects(), parked);  // they went to their spans
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 // The end of a burst of frees: the class overflowed (free missed), but no malloc missed.
@@ -461,7 +463,7 @@ TEST_F(CpuCacheTest, ClassesThatOnlyOverflowedGiveBackHalfTheirObjectsAndKeepThe
   const uint64_t now = os::MonotonicCoarseNs();
   cache_->MarkActive(now);
   cache_->Maintain(now);  // malloc missed in this period: nothing goes back
-  for (void* p : v) Free(cl, p);  // overflows: misses of free only
+  FreeEach(cl, v);  // overflows: misses of free only
   const size_t cached = cache_->ClassObjects(cl);
   const size_t capacity = cache_->CpuCapacityBytes(0);
   ASSERT_GT(cached, 512u);
@@ -470,9 +472,7 @@ TEST_F(CpuCacheTest, ClassesThatOnlyOverflowedGiveBackHalfTheirObjectsAndKeepThe
   cache_->Maintain(later);
   EXPECT_LE(cache_->ClassObjects(cl), (cached + 1) / 2);
   EXPECT_EQ(cache_->CpuCapacityBytes(0), capacity);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 // A CPU that frees objects of a class it does not allocate (a consumer thread) keeps room
@@ -487,16 +487,14 @@ TEST_F(CpuCacheTest, AClassACpuOnlyFreesKeepsRoomForOneBatch) {
   // Allocated elsewhere: straight from the central list, as another CPU's misses would.
   std::vector<void*> v(2000);
   for (void*& p : v) ASSERT_EQ(central_[cl].RemoveBatch(&p, 1), 1);
-  for (void* p : v) Free(cl, p);
+  FreeEach(cl, v);
   EXPECT_LE(cache_->ClassObjects(cl), batch);
   EXPECT_LE(cache_->CpuCapacityBytes(0), batch * SizeMap::ClassSize(cl));
   // This CPU now allocates the class: its misses let it grow past a batch again.
-  for (void*& p : v) p = Alloc(cl);
-  for (void* p : v) Free(cl, p);
+  AllocEach(cl, v);
+  FreeEach(cl, v);
   EXPECT_GT(cache_->ClassObjects(cl), 4 * batch);
-  os::UnpinFromCpus();
-  cache_->DrainAll();
-  central_[cl].Verify();
+  UnpinDrainAndVerify(cl);
 }
 
 TEST_F(CpuCacheTest, OneCpuByAffinity) {
