@@ -410,10 +410,12 @@ void CentralFreeList::InsertToSpans(void* const* objs, int n) {
 }
 
 int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
-  // The run state (span, count, bitmap word) lives in locals and is stored when the run
-  // ends; the two-pass path (LookUpChunk, InsertChunk) stores and re-reads 24 bytes an
-  // object in between: binary trees' nodes beyond the per-CPU arrays paid ~45 instructions
-  // an object there.
+  // One run per span: the span is looked up and validated once, then its objects go
+  // through a tight loop whose state (span base, bitmap word, count) lives in registers and
+  // is stored when the run ends. The two-pass path (LookUpChunk, InsertChunk) stores and
+  // re-reads 24 bytes an object in between (binary trees' nodes beyond the per-CPU arrays
+  // paid ~45 instructions an object there); one loop carrying both the look-up and the
+  // run state in locals spilled half of them to the stack (8 loads and stores an object).
   Span* to_release = nullptr;  // chained through ->next, released after dropping lock_
   void* none_out = nullptr;
   int i = 0;
@@ -423,66 +425,62 @@ int CentralFreeList::InsertOwnRuns(void* const* objs, int n) {
     const uint8_t cl = cl_;
     const uint32_t per_span = objects_per_span_;
     const uint64_t magic = division_magic_;
-    uintptr_t page_lo = 0, page_hi = 0;  // pages of the current span: [lo, hi), empty at first
-    Span* span = nullptr;
-    uintptr_t base = 0;
-    uint64_t* bits = nullptr;
-    uint32_t refcount = 0;
-    uint32_t refcount_before = 0;
-    int run_start = 0;
-    size_t word_index = 0;
-    uint64_t word = 0;
-    // Stores the run's state (objects [run_start, end) came back); a span whose objects
-    // are all back leaves for the page heap.
-    auto end_run = [&](int end) {
-      bits[word_index] = word;
-      EndRun(span, refcount_before, refcount, static_cast<size_t>(end - run_start), &to_release);
-      span = nullptr;
-      page_lo = page_hi = 0;
-    };
-    for (; i < n; ++i) {
+    while (i < n) {
       const uintptr_t addr = reinterpret_cast<uintptr_t>(objs[i]);
       const uintptr_t page = addr >> kPageShift;
-      if (page - page_lo >= page_hi - page_lo) {  // outside the current span's pages
-        if (span != nullptr) end_run(i);
-        Span* const s = (addr >> kAddressBits) == 0 ? pagemap_->GetSpan(PageId{page}) : nullptr;
-        // Read under lock_: a span of ours, in use, covering the page (a stale pointer of a
-        // page not in use fails one of these).
-        if (s == nullptr || s->sizeclass != cl || s->location != Span::kInUse || s->owner != this ||
-            page < s->start.index || page >= s->end().index)
-          break;
-        // Every object of it is back (this call gave it up, or another thread that has not
-        // handed it to the page heap yet): a double free, named once lock_ is dropped.
-        if (s->refcount == 0) {
-          none_out = objs[i];
+      Span* const span = (addr >> kAddressBits) == 0 ? pagemap_->GetSpan(PageId{page}) : nullptr;
+      // Read under lock_: a span of ours, in use, covering the page (a stale pointer of a
+      // page not in use fails one of these).
+      if (span == nullptr || span->sizeclass != cl || span->location != Span::kInUse || span->owner != this ||
+          page < span->start.index || page >= span->end().index)
+        break;
+      // Every object of it is back (this call gave it up, or another thread that has not
+      // handed it to the page heap yet): a double free, named once lock_ is dropped.
+      if (span->refcount == 0) {
+        none_out = objs[i];
+        break;
+      }
+      uint64_t* const bits = span->free_bits;
+      if (bits == nullptr) break;
+      const uintptr_t base = span->start_addr();
+      const uintptr_t span_bytes = span->length.bytes();
+      const uint32_t refcount_before = span->refcount;
+      uint32_t refcount = refcount_before;
+      const int run_start = i;
+      size_t word_index = 0;
+      uint64_t word = bits[0];
+      bool refused = false;  // an object the general path must handle (and report)
+      for (; i < n; ++i) {
+        const uintptr_t offset = reinterpret_cast<uintptr_t>(objs[i]) - base;
+        if (offset >= span_bytes) break;  // another span's: the next run
+        bool starts_object;
+        const size_t index = SizeMap::ExactObjectIndex(magic, offset, &starts_object);
+        if (index >= per_span || (checks && !starts_object)) {
+          refused = true;
           break;
         }
-        if (s->free_bits == nullptr) break;
-        span = s;
-        bits = s->free_bits;
-        base = s->start_addr();
-        refcount = refcount_before = s->refcount;
-        run_start = i;
-        page_lo = s->start.index;
-        page_hi = s->end().index;
-        word_index = 0;
-        word = bits[0];
+        if ((index >> 6) != word_index) {
+          bits[word_index] = word;
+          word_index = index >> 6;
+          word = bits[word_index];
+        }
+        const uint64_t bit = uint64_t{1} << (index & 63);
+        if ((word & bit) != 0) {  // already free: a double free, reported by the general path
+          refused = true;
+          break;
+        }
+        word |= bit;
+        // The last object out came back: the span goes; a later object of it is a double
+        // free (the look-up above finds it with none out).
+        if (--refcount == 0) {
+          ++i;
+          break;
+        }
       }
-      bool starts_object;
-      const size_t index = SizeMap::ExactObjectIndex(magic, addr - base, &starts_object);
-      if (index >= per_span || (checks && !starts_object)) break;
-      if ((index >> 6) != word_index) {
-        bits[word_index] = word;
-        word_index = index >> 6;
-        word = bits[word_index];
-      }
-      const uint64_t bit = uint64_t{1} << (index & 63);
-      if ((word & bit) != 0) break;  // already free: a double free, reported by the general path
-      word |= bit;
-      // The last object out came back: the span goes; a later object of it is a double free.
-      if (--refcount == 0) end_run(i + 1);
+      bits[word_index] = word;
+      EndRun(span, refcount_before, refcount, static_cast<size_t>(i - run_start), &to_release);
+      if (refused) break;
     }
-    if (span != nullptr) end_run(i);
     // A count for tests, under lock_: no read-modify-write of its own.
     own_run_objects_.store(own_run_objects_.load(std::memory_order_relaxed) + static_cast<size_t>(i),
                            std::memory_order_relaxed);
