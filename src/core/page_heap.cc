@@ -123,6 +123,7 @@ bool PageHeap::SplitHead(Span* span, Length head) {
   h->location = span->location;
   h->fresh = span->fresh;
   h->free_since = span->free_since;
+  h->free_seq = span->free_seq;
   span->start = span->start + head;
   span->length = span->length - head;
   RecordSpan(h);
@@ -198,6 +199,7 @@ Span* PageHeap::Carve(Span* span, Length n) {
     rest->location = span->location;
     rest->fresh = span->fresh;
     rest->free_since = span->free_since;
+    rest->free_seq = span->free_seq;
     span->length = n;
     RecordSpan(rest);
     InsertFree(rest);
@@ -271,6 +273,7 @@ Span* PageHeap::GrowHeap(Length n) {
   s->fresh = zeroed;
   s->location = Span::kNormal;
   s->free_since = Now();
+  s->free_seq = 0;
   MergeIntoFreeList(s);
   return s;  // merging keeps s: it is the whole run now
 }
@@ -392,6 +395,7 @@ bool PageHeap::ExtendInPlace(Span* span, Length new_len) {
     rest->location = next->location;
     rest->fresh = next->fresh;
     rest->free_since = next->free_since;
+    rest->free_seq = next->free_seq;
     RecordSpan(rest);
     InsertFree(rest);
   }
@@ -434,8 +438,13 @@ Span* PageHeap::FreeNeighbor(PageId p, Span::Location kind) {
 // would let a page freed next to a long-idle run of thousands restart the whole run's idle
 // clock (a stream of small frees could then keep it from ever being released); taking the
 // older one would release big fresh runs that merely touch an old page. Averaged, a run
-// counts as idle once most of its pages are.
+// counts as idle once most of its pages are. Pages never handed out (`fresh`: as the system
+// gave them, untouched) hold no memory and have no age that means anything: a freed run
+// merged with them keeps its own stamp. Averaged with them, a 4 MiB block freed and
+// reallocated every 0.2 ms next to the untouched rest of the heap's first 16 MiB looked
+// idle a few seconds after start-up and was released and faulted back in (1024 faults).
 uint64_t PageHeap::MergedFreeSince(const Span* a, const Span* b) {
+  if (a->fresh != b->fresh) return a->fresh ? b->free_since : a->free_since;
   const unsigned __int128 sum = static_cast<unsigned __int128>(a->free_since) * a->length.n +
                                 static_cast<unsigned __int128>(b->free_since) * b->length.n;
   return static_cast<uint64_t>(sum / (a->length.n + b->length.n));
@@ -446,6 +455,7 @@ void PageHeap::MergeIntoFreeList(Span* s) {
   if (Span* prev = FreeNeighbor(s->start - Length{1}, kind); prev != nullptr && prev->end() == s->start) {
     RemoveFree(prev);
     s->free_since = MergedFreeSince(s, prev);
+    if (prev->free_seq < s->free_seq) s->free_seq = prev->free_seq;
     s->start = prev->start;
     s->length = s->length + prev->length;
     s->fresh = s->fresh && prev->fresh;
@@ -454,6 +464,7 @@ void PageHeap::MergeIntoFreeList(Span* s) {
   if (Span* next = FreeNeighbor(s->end(), kind); next != nullptr && next->start == s->end()) {
     RemoveFree(next);
     s->free_since = MergedFreeSince(s, next);
+    if (next->free_seq < s->free_seq) s->free_seq = next->free_seq;
     s->length = s->length + next->length;
     s->fresh = s->fresh && next->fresh;
     DeleteSpan(next);
@@ -485,6 +496,11 @@ size_t PageHeap::SurplusReserve() const {
   return kSurplusReserve + used / 2;
 }
 
+uint64_t PageHeap::SurplusCycleWindow(size_t surplus_bytes) {
+  const uint64_t scaled = static_cast<uint64_t>(surplus_bytes >> 20) * kSurplusCyclePerMiB;
+  return scaled > kSurplusCycle ? scaled : kSurplusCycle;
+}
+
 void PageHeap::MaybeReleaseSurplus() {
   // Two compares per free while the heap is balanced. Past twice the reserve, release down
   // to the reserve: each release gives back at least kSurplusReserve bytes, so a long run
@@ -501,11 +517,12 @@ void PageHeap::MaybeReleaseSurplus() {
   // until free memory drops under the trigger again (the program builds up once more).
   const uint64_t now = Now();
   const bool holding_back = surplus_quick_ >= 2;
-  const bool quick = surplus_fired_ && now - surplus_last_ < kSurplusCycle &&
+  const bool quick = surplus_fired_ && now - surplus_last_ < surplus_window_ &&
                      (holding_back || surplus_reused_ >= kSurplusReserve);
   surplus_quick_ = quick ? (surplus_quick_ < 2 ? surplus_quick_ + 1 : 2) : 0;
   surplus_fired_ = true;
   surplus_last_ = now;
+  surplus_window_ = SurplusCycleWindow(stats_.free_bytes - reserve);
   if (surplus_quick_ >= 2) {
     surplus_retry_at_ = SIZE_MAX;
     ++stats_.surplus_skips;
@@ -530,6 +547,7 @@ void PageHeap::FreePiece(Span* span) {
   span->fresh = false;
   span->location = Span::kNormal;
   span->free_since = Now();
+  span->free_seq = ++frees_;
   MergeIntoFreeList(span);
   // Merging keeps `span` (it absorbs its neighbours), so it is the whole free run now.
   if (aggressive_decommit_) ReleaseSpan(span);
@@ -575,6 +593,7 @@ Length PageHeap::ReleaseWholeHugePages(Span* s, bool* refused) {
     tail->location = Span::kNormal;
     tail->fresh = s->fresh;
     tail->free_since = s->free_since;
+    tail->free_seq = s->free_seq;
     s->length = Length{b - s->start.index};
     RecordSpan(s);
     RecordSpan(tail);
@@ -650,16 +669,22 @@ Length PageHeap::ReleaseIdle(uint64_t idle_since) {
   return released;
 }
 
-Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease) {
+Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease, const PassStart* pass) {
   Length released{0};
+  auto old_enough = [pass](const Span* s) {
+    return pass == nullptr || s->free_seq > pass->frees || s->free_since < pass->time;
+  };
   if (huge_aware_) {
     // Whole free huge pages first: runs holding one are >= 256 pages, so in the tree.
-    ReleaseInBatches([this](auto visit) { large_normal_.ForEach(visit); }, &HasWholeHugePage, [&](Span* s) {
-      if (released >= n) return false;
-      bool refused = false;
-      released = released + ReleaseWholeHugePages(s, &refused);
-      return !refused;
-    });
+    ReleaseInBatches(
+        [this](auto visit) { large_normal_.ForEach(visit); },
+        [&](const Span* s) { return old_enough(s) && HasWholeHugePage(s); },
+        [&](Span* s) {
+          if (released >= n) return false;
+          bool refused = false;
+          released = released + ReleaseWholeHugePages(s, &refused);
+          return !refused;
+        });
     if (released >= n || !allow_subrelease) return released;
   }
   auto release = [&](Span* s) {
@@ -667,14 +692,22 @@ Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease) {
     released = released + got;
     return got.n != 0;
   };
-  while (released < n && !large_normal_.empty()) {
-    if (!release(large_normal_.Largest())) return released;
+  if (pass == nullptr) {
+    while (released < n && !large_normal_.empty()) {
+      if (!release(large_normal_.Largest())) return released;
+    }
+  } else {
+    const bool done = ReleaseInBatches([this](auto visit) { large_normal_.ForEach(visit); }, old_enough,
+                                       [&](Span* s) { return released < n && release(s); });
+    if (!done) return released;
   }
   for (size_t len = kMaxPages - 1; len >= 1 && released < n; --len) {
-    while (released < n) {
-      Span* s = normal_[len].first();
-      if (s == nullptr) break;
-      if (!release(s)) return released;
+    for (Span* s = normal_[len].first(); s != nullptr && released < n;) {
+      // Read first: release takes s off this list (and merges it only with released runs,
+      // so next, a kNormal run, stays).
+      Span* const next = normal_[len].NextOf(s);
+      if (old_enough(s) && !release(s)) return released;
+      s = next;
     }
   }
   return released;

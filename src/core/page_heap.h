@@ -136,8 +136,16 @@ class PageHeap {
   // Releases free kNormal runs to the OS until at least n pages were released or none are
   // left; returns the pages released. Largest runs go first (fewest syscalls per page).
   // Hugepage-aware: whole free huge pages first; runs inside partly used huge pages only
-  // if allow_subrelease.
-  Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true);
+  // if allow_subrelease. Given `pass` (when a maintenance pass began: the clock and the
+  // count of frees), a run freed before the pass but in the clock's last tick is left
+  // alone: that is a block the program frees and takes back between two calls, whatever
+  // its size. Runs freed during the pass (free_seq past pass->frees) and older ones go.
+  struct PassStart {
+    uint64_t time;
+    uint64_t frees;
+  };
+  PassStart pass_start() const { return {Now(), frees_}; }
+  Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true, const PassStart* pass = nullptr);
 
   // Releases kNormal free runs that have been free since before `idle_since` (a time on
   // the caller's clock, see set_clock). Returns the pages released. Hugepage-aware: the
@@ -150,6 +158,8 @@ class PageHeap {
   // (unit tests drive time by hand).
   void set_clock(uint64_t now) { clock_ = now; }
   void set_clock_source(uint64_t (*now)()) { clock_source_ = now; }
+  // The time free runs are stamped with: the clock source's, else the set clock.
+  uint64_t Now() const { return clock_source_ != nullptr ? clock_source_() : clock_; }
 
   // Limit on memory obtained from the system minus memory released back (0 = none).
   // Growth beyond it first releases free runs, then fails.
@@ -168,7 +178,7 @@ class PageHeap {
   // few tens of milliseconds) would have every cycle's surplus released and faulted back
   // in: a fault storm (binary trees of depth 20 alone: 386 MiB released and 107 000 minor
   // faults in 0.9 s, 18% of its time in the kernel). So the rule holds back when, for the
-  // second time in a row, it would fire within kSurplusCycle of its previous firing and
+  // second time in a row, it would fire within the cycle window of its previous firing and
   // the program has taken back at least kSurplusReserve of the released pages since; it
   // stays held back while the triggers keep coming that fast. Once is not a cycle: the
   // design's two-phase program frees its second phase ~140 ms after its first here, and
@@ -176,8 +186,18 @@ class PageHeap {
   // scavenger's: released once it has been idle for the idle time, so a program that
   // stops cycling still gives it back. Triggers in one long run of frees (nothing taken
   // back between) all release.
+  //
+  // The window grows with what the previous trigger would release (SurplusCycleWindow):
+  // kSurplusCyclePerMiB a MiB, at least kSurplusCycle. Faulting released memory back in
+  // costs about 1 ms a MiB here (binary trees of depth 20, one thread: 366 MiB released
+  // in 14 firings took 1.66 s, 54 MiB in 2 took 1.32 s), so a program whose cycle is
+  // slower than the window loses at most ~1/16 of its time to refaults. With a fixed
+  // 100 ms, a 32 MiB tree rebuilt every 40 ms was caught, but the first refaults slowed
+  // the cycle to 90-100 ms, just under or over the line: 2 to 14 firings from run to run.
   static constexpr size_t kSurplusReserve = size_t{16} << 20;
-  static constexpr uint64_t kSurplusCycle = 100'000'000;  // ns
+  static constexpr uint64_t kSurplusCycle = 100'000'000;       // ns
+  static constexpr uint64_t kSurplusCyclePerMiB = 16'000'000;  // ns
+  static uint64_t SurplusCycleWindow(size_t surplus_bytes);
   void set_surplus_release(bool on) { surplus_release_ = on; }
   bool surplus_release() const { return surplus_release_; }
   size_t SurplusReserve() const;
@@ -254,7 +274,6 @@ class PageHeap {
     pagemap_->Set(s->start, s);
     if (s->length.n > 1) pagemap_->Set(s->last(), s);
   }
-  uint64_t Now() const { return clock_source_ != nullptr ? clock_source_() : clock_; }
   void InsertFree(Span* s);
   void RemoveFree(Span* s);
   // Frees pages that belong to no counted in-use span: Delete()'s second half, also used
@@ -295,10 +314,12 @@ class PageHeap {
   // could not get below its trigger (the rest sits inside partly used huge pages). Also
   // SIZE_MAX while held back (until free memory drops under the trigger again).
   size_t surplus_retry_at_ = 0;
-  // The surplus rule's cycle detection: when it last fired or held back, whether it ever
-  // did, quick returns in a row (2, the most it counts: holding back), and bytes of
+  // The surplus rule's cycle detection: when it last fired or held back, the window the
+  // next trigger is measured against, whether it ever did, quick returns in a row (2, the most it counts: holding back), and bytes of
   // released runs handed out since it last released.
+  uint64_t frees_ = 0;  // runs freed so far (Span::free_seq)
   uint64_t surplus_last_ = 0;
+  uint64_t surplus_window_ = kSurplusCycle;  // SurplusCycleWindow of the last trigger
   bool surplus_fired_ = false;
   int surplus_quick_ = 0;
   size_t surplus_reused_ = 0;

@@ -37,6 +37,10 @@ struct Span {
   bool fresh;
   // When a free span went idle (page heap clock), used for gradual release.
   uint64_t free_since;
+  // Free spans: the page heap's count of frees when it was freed (merged runs keep the
+  // older count; fresh memory 0). Tells a run freed during a maintenance pass from one
+  // freed just before it, which the coarse clock stamps alike.
+  uint64_t free_seq;
   // A sampled allocation's record (sampler.h); nullptr for every other span.
   struct SampleRecord* sample;
   // Small-object spans: the central list (of the class's shards) that carved the span and

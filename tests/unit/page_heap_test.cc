@@ -572,6 +572,70 @@ TEST_F(PageHeapTest, MergedRunsAverageTheirIdleStamps) {
   CheckHeap();
 }
 
+TEST_F(PageHeapTest, UntouchedPagesDoNotAgeARunFreedNextToThem) {
+  auto set_clock = [&](uint64_t t) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(t);
+  };
+  auto release_idle = [&](uint64_t since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(since).n;
+  };
+  set_clock(1000);
+  Span* used = New(8);  // the heap grows: the rest of its first chunk (>= 120 pages) stays untouched
+  ASSERT_NE(used, nullptr);
+  ASSERT_EQ(FreeRuns().size(), 1u);
+  set_clock(5000);
+  Delete(used);  // merges with the untouched rest, free since 1000
+  ASSERT_EQ(FreeRuns().size(), 1u);
+  EXPECT_EQ(release_idle(4000), 0u) << "pages freed at 5000 released as idle since before 4000";
+  EXPECT_GT(release_idle(5001), 0u);
+  CheckHeap();
+}
+
+TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
+  // The scavenger's "as much as the front end gave back": runs freed before the pass in
+  // the clock's last tick are a block the program frees and takes back between calls.
+  auto set_clock = [&](uint64_t t) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(t);
+  };
+  set_clock(1000);
+  Span* old_run = New(8);
+  Span* sep1 = New(1);
+  Span* block = New(64);
+  Span* sep2 = New(1);
+  Span* given_back = New(2);
+  Span* sep3 = New(1);
+  ASSERT_TRUE(old_run && sep1 && block && sep2 && given_back && sep3);
+  const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
+                  given_start = given_back->start.index;
+  Delete(old_run);
+  set_clock(2000);
+  Delete(block);  // the program's, just before the pass
+  PageHeap::PassStart pass;
+  {
+    SpinLockHolder h(heap().lock());
+    pass = heap().pass_start();
+  }
+  Delete(given_back);  // during the pass, in the same tick
+  {
+    SpinLockHolder h(heap().lock());
+    heap().ReleaseAtLeastNPages(Length{1000}, true, &pass);
+  }
+  auto location_at = [&](uintptr_t start) {
+    for (const FreeRun& r : FreeRuns())
+      if (r.start <= start && start < r.start + r.pages) return r.location;
+    return Span::kInUse;
+  };
+  EXPECT_EQ(location_at(block_start), Span::kNormal) << "the block freed just before the pass was released";
+  EXPECT_EQ(location_at(old_start), Span::kReturned);
+  EXPECT_EQ(location_at(given_start), Span::kReturned) << "what the pass freed was kept";
+  CheckHeap();
+  for (Span* s : {sep1, sep2, sep3}) Delete(s);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
   constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
   constexpr size_t kReserve = PageHeap::kSurplusReserve;
@@ -644,15 +708,27 @@ TEST_F(SurplusCycleTest, FastCyclesAreHeldBackAfterTheSecond) {
 }
 
 TEST_F(SurplusCycleTest, SlowCyclesAreReleasedEveryTime) {
-  for (int i = 0; i < 6; ++i) Cycle(1'000'000'000 + i * 300'000'000ull);  // every 300 ms
+  // Each cycle's surplus is at most 64 MiB: a window of at most 1.024 s.
+  ASSERT_LE(PageHeap::SurplusCycleWindow(size_t{64} << 20), 1'100'000'000u);
+  for (int i = 0; i < 6; ++i) Cycle(1'000'000'000 + i * 1'500'000'000ull);  // every 1.5 s
   EXPECT_GE(Stats().surplus_releases, 6u);  // a cycle's frees can pass the trigger twice
   EXPECT_EQ(Stats().surplus_skips, 0u);
+}
+
+TEST_F(SurplusCycleTest, TheWindowGrowsWithWhatWouldBeReleased) {
+  // 48 MiB of surplus every 300 ms: refaulting it (~1 ms a MiB) would take a sixth of the
+  // cycle. A fixed 100 ms window released it every time.
+  EXPECT_EQ(PageHeap::SurplusCycleWindow(size_t{1} << 20), PageHeap::kSurplusCycle);
+  EXPECT_EQ(PageHeap::SurplusCycleWindow(size_t{48} << 20), 48 * PageHeap::kSurplusCyclePerMiB);
+  for (int i = 0; i < 6; ++i) Cycle(1'000'000'000 + i * 300'000'000ull);
+  EXPECT_EQ(Stats().surplus_releases, 2u);
+  EXPECT_EQ(Stats().surplus_skips, 4u);
 }
 
 TEST_F(SurplusCycleTest, ACycleThatSlowsDownIsReleasedAgain) {
   for (int i = 0; i < 5; ++i) Cycle(1'000'000'000 + i * 30'000'000ull);
   EXPECT_EQ(Stats().surplus_skips, 3u);
-  Cycle(2'000'000'000);  // a pause of more than kSurplusCycle
+  Cycle(4'000'000'000);  // a pause of more than the window (at most 1.024 s for 64 MiB)
   EXPECT_EQ(Stats().surplus_releases, 3u);
   EXPECT_EQ(Stats().surplus_skips, 3u);
 }
