@@ -632,7 +632,13 @@ static bool ReleaseInBatches(Walk walk, Pick pick, Release release) {
 Length PageHeap::ReleaseIdle(uint64_t idle_since) {
   Length released{0};
   auto all_free = [this](auto visit) { ForEachFreeSpan(visit); };
-  auto idle = [idle_since](const Span* s) { return s->location == Span::kNormal && s->free_since < idle_since; };
+  // Untouched runs (`fresh`: as the system gave them) hold no memory to give back, and
+  // releasing one inside the huge page being filled broke that huge page: the heap's
+  // fresh tail idle past the idle time while a 256 MiB heap was still being built, 16 MiB
+  // released and split, coverage 87-91% instead of 99% in about one run of five.
+  auto idle = [idle_since](const Span* s) {
+    return s->location == Span::kNormal && !s->fresh && s->free_since < idle_since;
+  };
   // The OS refusing stops a pass: try again at a later tick.
   auto release = [&](Span* s) {
     const Length got = ReleaseSpan(s);
@@ -671,8 +677,9 @@ Length PageHeap::ReleaseIdle(uint64_t idle_since) {
 
 Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease, const PassStart* pass) {
   Length released{0};
+  // For a pass, untouched runs are not what it is after either: they hold no memory.
   auto old_enough = [pass](const Span* s) {
-    return pass == nullptr || s->free_seq > pass->frees || s->free_since < pass->time;
+    return pass == nullptr || (!s->fresh && (s->free_seq > pass->frees || s->free_since < pass->time));
   };
   if (huge_aware_) {
     // Whole free huge pages first: runs holding one are >= 256 pages, so in the tree.

@@ -139,7 +139,8 @@ class PageHeap {
   // if allow_subrelease. Given `pass` (when a maintenance pass began: the clock and the
   // count of frees), a run freed before the pass but in the clock's last tick is left
   // alone: that is a block the program frees and takes back between two calls, whatever
-  // its size. Runs freed during the pass (free_seq past pass->frees) and older ones go.
+  // its size. Runs freed during the pass (free_seq past pass->frees) and older ones go;
+  // untouched (fresh) runs do not (no memory to give back).
   struct PassStart {
     uint64_t time;
     uint64_t frees;
@@ -147,7 +148,7 @@ class PageHeap {
   PassStart pass_start() const { return {Now(), frees_}; }
   Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true, const PassStart* pass = nullptr);
 
-  // Releases kNormal free runs that have been free since before `idle_since` (a time on
+  // Releases kNormal free runs, other than untouched (fresh) ones, that have been free since before `idle_since` (a time on
   // the caller's clock, see set_clock). Returns the pages released. Hugepage-aware: the
   // whole huge pages inside such runs first; then the runs in partly used huge pages,
   // sparsest first, while the free backed memory exceeds SubreleaseFloor().

@@ -593,6 +593,27 @@ TEST_F(PageHeapTest, UntouchedPagesDoNotAgeARunFreedNextToThem) {
   CheckHeap();
 }
 
+TEST_F(PageHeapTest, IdleReleaseLeavesUntouchedRuns) {
+  // The untouched rest of a growth chunk holds no memory; releasing it broke the huge page
+  // being filled at the heap's frontier.
+  auto set_clock = [&](uint64_t t) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(t);
+  };
+  auto release_idle = [&](uint64_t since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(since).n;
+  };
+  set_clock(1000);
+  Span* s = New(8);
+  ASSERT_NE(s, nullptr);
+  set_clock(10000);
+  EXPECT_EQ(release_idle(5000), 0u) << "untouched pages released";
+  Delete(s);  // the merged run holds touched pages now: it goes once idle
+  EXPECT_GT(release_idle(20000), 0u);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   // The scavenger's "as much as the front end gave back": runs freed before the pass in
   // the clock's last tick are a block the program frees and takes back between calls.
