@@ -102,7 +102,7 @@ TCM_NOINLINE void DeallocatePerCpuMiss(void* p, size_t cl) noexcept;
 TCM_ALWAYS_INLINE void DeallocatePerCpu(void* p) noexcept {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
-  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
+  const size_t cl = g_pagemap.ClassOfNear(addr);  // 0 for nullptr, large objects, not ours
   if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);

@@ -32,7 +32,9 @@
 // instructions from arming the section to the commit, Push 15 (it also refuses a pointer
 // that is already the top object: a double free in a row). With the entry checks, the
 // size-class look-up and the sampling countdown, malloc is 29 instructions from the entry
-// point to its return and free 31 (bench/README.md has the measured pair loop).
+// point to its return and free 33 (its class look-up, PageMap::ClassOfNear, takes two more
+// than ClassOf to depend on one load instead of two; bench/README.md has the measured pair
+// loop).
 //
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by
 // slow paths and maintenance. It is a leaf lock: nothing else is taken under it (objects
