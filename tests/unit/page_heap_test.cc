@@ -49,6 +49,15 @@ class PageHeapTest : public ::testing::Test {
     SpinLockHolder h(heap().lock());
     return heap().ReleaseAtLeastNPages(Length{n}).n;
   }
+  // The heap's clock (the stamp runs freed from now on get) and its idle release.
+  void SetClock(uint64_t now) {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(now);
+  }
+  uintptr_t ReleaseIdle(uint64_t idle_since) {
+    SpinLockHolder h(heap().lock());
+    return heap().ReleaseIdle(idle_since).n;
+  }
   PageHeapStats Stats() {
     SpinLockHolder h(heap().lock());
     return heap().stats();
@@ -432,26 +441,16 @@ TEST_F(PageHeapTest, ReleaseIdleTakesOnlyRunsFreeSinceBeforeTheCutoff) {
   Span* rest = New(chunk_pages - 21);
   ASSERT_TRUE(a && sep && c && rest);
   const PageId a_start = a->start, c_start = c->start;
-  {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(10);
-  }
+  SetClock(10);
   Delete(a);  // free since 10
-  {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(20);
-  }
+  SetClock(20);
   Delete(c);  // free since 20
-  auto release_idle = [&](uint64_t since) {
-    SpinLockHolder h(heap().lock());
-    return heap().ReleaseIdle(since).n;
-  };
-  EXPECT_EQ(release_idle(15), 10u);
+  EXPECT_EQ(ReleaseIdle(15), 10u);
   EXPECT_EQ(FreeRuns(), (std::vector<FreeRun>{{a_start.index, 10, Span::kReturned},
                                               {c_start.index, 10, Span::kNormal}}));
-  EXPECT_EQ(release_idle(20), 0u);  // c became free at 20, not before
-  EXPECT_EQ(release_idle(21), 10u);
-  EXPECT_EQ(release_idle(1000), 0u);  // nothing normal left
+  EXPECT_EQ(ReleaseIdle(20), 0u);  // c became free at 20, not before
+  EXPECT_EQ(ReleaseIdle(21), 10u);
+  EXPECT_EQ(ReleaseIdle(1000), 0u);  // nothing normal left
   CheckHeap();
   for (Span* s : {sep, rest}) Delete(s);
   CheckHeap();
@@ -553,75 +552,47 @@ TEST_F(PageHeapTest, MergedRunsAverageTheirIdleStamps) {
   Span* small = New(1);
   Span* rest = New(chunk_pages - 100);
   ASSERT_TRUE(big && small && rest);
-  auto set_clock = [&](uint64_t t) {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(t);
-  };
-  auto release_idle = [&](uint64_t since) {
-    SpinLockHolder h(heap().lock());
-    return heap().ReleaseIdle(since).n;
-  };
-  set_clock(1000);
+  SetClock(1000);
   Delete(big);  // 99 pages free since 1000
-  set_clock(2000);
+  SetClock(2000);
   Delete(small);  // one page at 2000 merges into them: stamp (99 * 1000 + 2000) / 100 = 1010
-  EXPECT_EQ(release_idle(1010), 0u);
-  EXPECT_EQ(release_idle(1011), 100u) << "one fresh page restarted a long-idle run's clock";
+  EXPECT_EQ(ReleaseIdle(1010), 0u);
+  EXPECT_EQ(ReleaseIdle(1011), 100u) << "one fresh page restarted a long-idle run's clock";
   CheckHeap();
   Delete(rest);
   CheckHeap();
 }
 
 TEST_F(PageHeapTest, UntouchedPagesDoNotAgeARunFreedNextToThem) {
-  auto set_clock = [&](uint64_t t) {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(t);
-  };
-  auto release_idle = [&](uint64_t since) {
-    SpinLockHolder h(heap().lock());
-    return heap().ReleaseIdle(since).n;
-  };
-  set_clock(1000);
+  SetClock(1000);
   Span* used = New(8);  // the heap grows: the rest of its first chunk (>= 120 pages) stays untouched
   ASSERT_NE(used, nullptr);
   ASSERT_EQ(FreeRuns().size(), 1u);
-  set_clock(5000);
+  SetClock(5000);
   Delete(used);  // merges with the untouched rest, free since 1000
   ASSERT_EQ(FreeRuns().size(), 1u);
-  EXPECT_EQ(release_idle(4000), 0u) << "pages freed at 5000 released as idle since before 4000";
-  EXPECT_GT(release_idle(5001), 0u);
+  EXPECT_EQ(ReleaseIdle(4000), 0u) << "pages freed at 5000 released as idle since before 4000";
+  EXPECT_GT(ReleaseIdle(5001), 0u);
   CheckHeap();
 }
 
 TEST_F(PageHeapTest, IdleReleaseLeavesUntouchedRuns) {
   // The untouched rest of a growth chunk holds no memory; releasing it broke the huge page
   // being filled at the heap's frontier.
-  auto set_clock = [&](uint64_t t) {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(t);
-  };
-  auto release_idle = [&](uint64_t since) {
-    SpinLockHolder h(heap().lock());
-    return heap().ReleaseIdle(since).n;
-  };
-  set_clock(1000);
+  SetClock(1000);
   Span* s = New(8);
   ASSERT_NE(s, nullptr);
-  set_clock(10000);
-  EXPECT_EQ(release_idle(5000), 0u) << "untouched pages released";
+  SetClock(10000);
+  EXPECT_EQ(ReleaseIdle(5000), 0u) << "untouched pages released";
   Delete(s);  // the merged run holds touched pages now: it goes once idle
-  EXPECT_GT(release_idle(20000), 0u);
+  EXPECT_GT(ReleaseIdle(20000), 0u);
   CheckHeap();
 }
 
 TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   // The scavenger's "as much as the front end gave back": runs freed before the pass in
   // the clock's last tick are a block the program frees and takes back between calls.
-  auto set_clock = [&](uint64_t t) {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(t);
-  };
-  set_clock(1000);
+  SetClock(1000);
   Span* old_run = New(8);
   Span* sep1 = New(1);
   Span* block = New(64);
@@ -632,7 +603,7 @@ TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
                   given_start = given_back->start.index;
   Delete(old_run);
-  set_clock(2000);
+  SetClock(2000);
   Delete(block);  // the program's, just before the pass
   PageHeap::PassStart pass;
   {
@@ -695,10 +666,6 @@ class SurplusCycleTest : public PageHeapTest {
     SpinLockHolder h(heap().lock());
     heap().set_surplus_release(true);
   }
-  void SetClock(uint64_t ns) {
-    SpinLockHolder h(heap().lock());
-    heap().set_clock(ns);
-  }
   // One cycle at time `ns`: 64 MiB in 1 MiB spans (so some come from released runs),
   // then all freed.
   void Cycle(uint64_t ns) {
@@ -721,10 +688,7 @@ TEST_F(SurplusCycleTest, FastCyclesAreHeldBackAfterTheSecond) {
   // Held back, not kept forever: the runs are free and idle-stamped like any other, so the
   // scavenger's idle release takes them once the program stops cycling.
   SetClock(5'000'000'000ull);
-  {
-    SpinLockHolder h(heap().lock());
-    heap().ReleaseIdle(4'000'000'000ull);
-  }
+  ReleaseIdle(4'000'000'000ull);
   EXPECT_EQ(Stats().free_bytes, 0u);
 }
 
