@@ -148,8 +148,9 @@ class PageHeap {
   PassStart pass_start() const { return {Now(), frees_}; }
   Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true, const PassStart* pass = nullptr);
 
-  // Releases kNormal free runs, other than untouched (fresh) ones, that have been free since before `idle_since` (a time on
-  // the caller's clock, see set_clock). Returns the pages released. Hugepage-aware: the
+  // Releases kNormal free runs, other than untouched (fresh) ones, that have been free
+  // since before `idle_since` (a time on the caller's clock, see set_clock). Returns the
+  // pages released. Hugepage-aware: the
   // whole huge pages inside such runs first; then the runs in partly used huge pages,
   // sparsest first, while the free backed memory exceeds SubreleaseFloor().
   Length ReleaseIdle(uint64_t idle_since);
@@ -316,8 +317,9 @@ class PageHeap {
   // SIZE_MAX while held back (until free memory drops under the trigger again).
   size_t surplus_retry_at_ = 0;
   // The surplus rule's cycle detection: when it last fired or held back, the window the
-  // next trigger is measured against, whether it ever did, quick returns in a row (2, the most it counts: holding back), and bytes of
-  // released runs handed out since it last released.
+  // next trigger is measured against, whether it ever did, quick returns in a row (2, the
+  // most it counts: holding back), and bytes of released runs handed out since it last
+  // released.
   uint64_t frees_ = 0;  // runs freed so far (Span::free_seq)
   uint64_t surplus_last_ = 0;
   uint64_t surplus_window_ = kSurplusCycle;  // SurplusCycleWindow of the last trigger

@@ -72,7 +72,7 @@ size_t Scavenger::Maintain(uint64_t now) {
   PageHeap::PassStart pass_start;
   {
     SpinLockHolder h(heap_->lock());
-    heap_->set_clock(now);
+    heap_->set_clock(now);  // the pass's time, for the runs it frees and pass_start (unit tests' clock)
     free_before = heap_->stats().free_bytes;
     pass_start = heap_->pass_start();
   }
@@ -86,7 +86,6 @@ size_t Scavenger::Maintain(uint64_t now) {
   size_t ncollapse = 0;
   {
     SpinLockHolder h(heap_->lock());
-    heap_->set_clock(now);
     // Objects given back free whole spans whose other objects were already free in the
     // central lists: the runs that became free meanwhile can be far more than the objects'
     // bytes (a 1 GiB heap 75% freed kept 56 MiB of them past its idle second in about one
