@@ -322,7 +322,9 @@ class PageHeap {
   // released.
   uint64_t frees_ = 0;  // runs freed so far (Span::free_seq)
   uint64_t surplus_last_ = 0;
-  uint64_t surplus_window_ = kSurplusCycle;  // SurplusCycleWindow of the last trigger
+  // SurplusCycleWindow of the last trigger; read only once surplus_fired_. Zero by default:
+  // any non-zero member default moves g_pageheap (59 KiB) from .bss to .data.
+  uint64_t surplus_window_ = 0;
   bool surplus_fired_ = false;
   int surplus_quick_ = 0;
   size_t surplus_reused_ = 0;
