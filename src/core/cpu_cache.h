@@ -28,13 +28,11 @@
 // the CPU's lock_, as the remote side does), so after the fence the locked header is
 // re-read and every object in [begin, current) belongs to the remote side.
 //
-// The fast-path sequences (x86-64, g++ -O2, counted in the generated code): Pop is 13
-// instructions from arming the section to the commit, Push 15 (it also refuses a pointer
+// The fast-path sequences (x86-64, g++ -O2, counted in the generated code): Pop is 15
+// instructions from arming the section to the commit, Push 17 (it also refuses a pointer
 // that is already the top object: a double free in a row). With the entry checks, the
-// size-class look-up and the sampling countdown, malloc is 29 instructions from the entry
-// point to its return and free 33 (its class look-up, PageMap::ClassOfNear, takes two more
-// than ClassOf to depend on one load instead of two; bench/README.md has the measured pair
-// loop).
+// size-class look-up and the sampling countdown, malloc is 31 instructions from the entry
+// point to its return and free 33 (bench/README.md has the measured pair loop).
 //
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by
 // slow paths and maintenance. It is a leaf lock: nothing else is taken under it (objects
@@ -268,6 +266,12 @@ class CpuCache {
 // commit, into a slot that is not part of the stack yet: if the sequence is aborted, that
 // slot is simply overwritten by the next push. The abort handler (after the signature the
 // kernel checks) starts over. A CPU number of num_cpus_ or more (-1: no area) misses.
+// The header and the slot are reached through a register that holds their address (a lea),
+// not by base+index addressing in the loads and stores themselves: a free's push writes
+// the header and slot the next malloc's pop reads, and with indexed operands that hand-over
+// cost the pair loop 6.8-7.2 ns on the Intel host, with plain register operands 3.5 (the
+// header alone: 3.75). The free's class look-up drops off the critical path with it:
+// ClassOf's two loads give 3.5 ns, a constant class 3.2. (Four more instructions a pair.)
 // The descriptor and the abort handler go to their own sections with the "?" flag (same
 // section group as the code): when the linker drops a duplicate copy of an inline function,
 // it drops them along with it.
@@ -311,15 +315,18 @@ TCM_ALWAYS_INLINE void* CpuCache::Pop(size_t cl) {
   void* result;
   uintptr_t slab;
   uintptr_t cur;
+  uintptr_t h;
   asm volatile goto(TCM_RSEQ_PROLOGUE
-           "movl (%[slab],%[cl],8), %k[cur]\n\t"   // current
-           "cmpw 6(%[slab],%[cl],8), %w[cur]\n\t"   // <= begin: empty (or locked)
+           "leaq (%[slab],%[cl],8), %[h]\n\t"     // the header (why a lea: see above)
+           "movl (%[h]), %k[cur]\n\t"   // current
+           "cmpw 6(%[h]), %w[cur]\n\t"   // <= begin: empty (or locked)
            "jbe %l[miss]\n\t"
-           "movq -8(%[slab],%[cur],8), %[result]\n\t"
+           "leaq -8(%[slab],%[cur],8), %[slab]\n\t"
+           "movq (%[slab]), %[result]\n\t"
            "decl %k[cur]\n\t"
-           "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
+           "movl %k[cur], (%[h])\n"  // commit
            TCM_RSEQ_EPILOGUE
-           : [result] "=&r"(result), [slab] "=&r"(slab), [cur] "=&r"(cur)
+           : [result] "=&r"(result), [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
            : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl)
            : "cc", "memory"
            : miss);
@@ -335,17 +342,20 @@ TCM_ALWAYS_INLINE bool CpuCache::Push(size_t cl, void* p) {
   TCM_TSAN_RELEASE(p);
   uintptr_t slab;
   uintptr_t cur;
+  uintptr_t h;
   asm volatile goto(TCM_RSEQ_PROLOGUE
-           "movl (%[slab],%[cl],8), %k[cur]\n\t"   // current
-           "cmpw 4(%[slab],%[cl],8), %w[cur]\n\t"   // >= end: full (or locked)
+           "leaq (%[slab],%[cl],8), %[h]\n\t"     // the header (why a lea: see above)
+           "movl (%[h]), %k[cur]\n\t"   // current
+           "cmpw 4(%[h]), %w[cur]\n\t"   // >= end: full (or locked)
            "jae %l[miss]\n\t"
-           "cmpq %[p], -8(%[slab],%[cur],8)\n\t"    // p on top already: double free?
+           "leaq (%[slab],%[cur],8), %[slab]\n\t"
+           "cmpq %[p], -8(%[slab])\n\t"    // p on top already: double free?
            "je %l[miss]\n\t"
-           "movq %[p], (%[slab],%[cur],8)\n\t"
+           "movq %[p], (%[slab])\n\t"
            "incl %k[cur]\n\t"
-           "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
+           "movl %k[cur], (%[h])\n"  // commit
            TCM_RSEQ_EPILOGUE
-           : [slab] "=&r"(slab), [cur] "=&r"(cur)
+           : [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
            : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl), [p] "r"(p)
            : "cc", "memory"
            : miss);

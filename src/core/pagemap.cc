@@ -47,11 +47,6 @@ uint8_t* PageMap::MutableClassLeaf(PageId p) {
     if (leaf == nullptr) return nullptr;
     ++class_leaves_;
     __atomic_store_n(&slot, leaf, __ATOMIC_RELEASE);
-    if (near_key_ == 0) {  // the first leaf: ClassOfNear's region, for good
-      const uintptr_t region = p.index >> kClassLeafBits;
-      near_biased_ = reinterpret_cast<uintptr_t>(leaf) - (region << kClassLeafBits);
-      __atomic_store_n(&near_key_, region + 1, __ATOMIC_RELEASE);
-    }
   }
   return slot;
 }

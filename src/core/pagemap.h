@@ -78,20 +78,6 @@ class PageMap {
     return class_root_[addr >> (kPageShift + kClassLeafBits)][(addr >> kPageShift) & (kClassLeafLength - 1)];
   }
 
-  // ClassOf for the per-CPU free fast path: a pointer into the first region that got a
-  // class leaf (nearly every heap lives in one) needs one load that depends on it, not two
-  // (root, then leaf); other addresses take ClassOf. On an Intel host the free's class
-  // look-up is part of a chain a malloc/free pair loop carries from one call to the next
-  // (the pointer's class picks the slab header the next malloc reads): there, two dependent
-  // loads made a per-CPU pair 7.8-8.4 ns against 3.0 per-thread. Two more instructions
-  // (the region compare) than ClassOf; the per-thread path keeps ClassOf.
-  TCM_ALWAYS_INLINE uint8_t ClassOfNear(uintptr_t addr) const {
-    const uintptr_t region = addr >> (kPageShift + kClassLeafBits);
-    if (TCM_LIKELY(region + 1 == __atomic_load_n(&near_key_, __ATOMIC_ACQUIRE)))
-      return *reinterpret_cast<const uint8_t*>(near_biased_ + (addr >> kPageShift));
-    return ClassOf(addr);
-  }
-
   // Span covering page p, or nullptr. Any p is accepted (pages beyond 48 bits have none).
   Span* GetSpan(PageId p) const {
     if (p.index >> kPageBits) return nullptr;
@@ -140,11 +126,6 @@ class PageMap {
   static uint8_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
   uint8_t* class_root_[kClassRootLength] = {};
-  // ClassOfNear's region: its index + 1 (0: none yet), set once, after near_biased_ (the
-  // leaf's address minus the region's first page number, so that adding a page number
-  // gives its byte). Zero by default: .bss.
-  uintptr_t near_key_ = 0;
-  uintptr_t near_biased_ = 0;
   Mid* root_[kRootLength] = {};
   size_t class_leaves_ = 0;
   NodeAllocator alloc_ = nullptr;

@@ -115,37 +115,6 @@ TEST_F(PageMapTest, SetAndGetRoundTripEverywhere) {
   EXPECT_EQ(map_->ClassOf(PageId{2}.addr()), 0);
 }
 
-TEST_F(PageMapTest, ClassOfNearAgreesWithClassOfInsideAndOutsideItsRegion) {
-  // Before any class leaf: everything reads 0, through ClassOf.
-  EXPECT_EQ(map_->ClassOfNear(0x7f0012345678), 0);
-  EXPECT_EQ(map_->ClassOfNear(0), 0);
-  // The first leaf's region becomes the near one; a page at each end of it, one in the
-  // region below and one above (both through ClassOf), and the lowest and highest pages.
-  const uintptr_t first = 0x7f0012345678 >> kPageShift;
-  const uintptr_t region_start = first & ~(kClassLeafPages - 1);
-  const uintptr_t pages[] = {first,
-                             region_start,
-                             region_start + kClassLeafPages - 1,
-                             region_start - 1,
-                             region_start + kClassLeafPages,
-                             0,
-                             kMaxPage};
-  for (size_t i = 0; i < std::size(pages); ++i) {
-    PageId p{pages[i]};
-    ASSERT_TRUE(map_->Ensure(p, Length{1})) << std::hex << pages[i];
-    map_->SetClass(p, static_cast<uint8_t>(i + 1));
-  }
-  for (size_t i = 0; i < std::size(pages); ++i) {
-    const uintptr_t addr = PageId{pages[i]}.addr();
-    EXPECT_EQ(map_->ClassOfNear(addr), i + 1) << std::hex << pages[i];
-    EXPECT_EQ(map_->ClassOfNear(addr + kPageSize - 1), i + 1) << std::hex << pages[i];
-    if (pages[i] < kMaxPage) {  // the next page, unset (or set above): the same answer both ways
-      EXPECT_EQ(map_->ClassOfNear(addr + kPageSize), map_->ClassOf(addr + kPageSize)) << std::hex << pages[i];
-    }
-  }
-  EXPECT_EQ(map_->ClassOfNear(0), 6);  // page 0's class (set above), not the near region's
-}
-
 TEST_F(PageMapTest, EnsureAcrossLeafAndMidBoundaries) {
   // A range straddling a mid boundary needs two mids and a leaf on each side.
   const PageId start{kMidPages - 3};
