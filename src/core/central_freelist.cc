@@ -1,5 +1,7 @@
 #include "core/central_freelist.h"
 
+#include <type_traits>
+
 #include "base/log.h"
 #include "core/freelist_link.h"
 #include "core/size_classes.h"
@@ -83,6 +85,12 @@ void CentralFreeList::DuplicateInBatch(Source src, int k, void* obj) const {
 }
 
 template <typename Source>
+void CentralFreeList::ChainEndedEarly(Source first, int n, int k) const {
+  for (int i = 1; i < k; ++i) first.advance();  // to the last object, whose link was null
+  ChainEndsEarly(kIntoTransfer, n, k, k > 0 ? first.current() : nullptr);
+}
+
+template <typename Source>
 void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // Each pointer must be a block start of this class. The class map and the span base are
   // read once per page (the objects of a batch mostly share a few pages; blocks of classes
@@ -114,14 +122,13 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   uintptr_t cached_page = ~uintptr_t{0};
   uintptr_t base = 0;
   size_t mix = 0;
-  void* last = nullptr;
   // The filter word in use stays in a register while neighbours fall in it (as in
   // InsertChunk): in memory, each object's load waited for the previous one's store.
   size_t word_index = 0;
   uint64_t word = 0;
   for (int k = 0; k < n; ++k) {
     void* const obj = at.current();
-    if (TCM_UNLIKELY(obj == nullptr)) ChainEndsEarly(kIntoTransfer, n, k, last);
+    if (TCM_UNLIKELY(obj == nullptr)) ChainEndedEarly(first, n, k);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
     if (page != cached_page) {
@@ -144,8 +151,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
     const uint64_t bit = uint64_t{1} << (h & 63);
     if (TCM_UNLIKELY((word & bit) != 0)) DuplicateInBatch(first, k, obj);
     word |= bit;
-    if (out != nullptr) out[k] = obj;
-    last = obj;
+    if constexpr (std::is_same_v<Source, ChainSource>) out[k] = obj;
     at.advance();  // only once obj is known to be one of ours (a chain's link is read here)
   }
   src = at;

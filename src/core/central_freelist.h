@@ -179,6 +179,9 @@ class CentralFreeList {
   CentralFreeList* ParkingFor(const void* first);
   // Crashes with a double-free message if prev is already free in its span.
   TCM_NOINLINE void PrevFreedTwice(void* prev) const;
+  // ChainEndsEarly for CheckObjects: finds the last object from the batch's start.
+  template <typename Source>
+  [[noreturn]] TCM_NOINLINE void ChainEndedEarly(Source first, int n, int k) const;
   // Crashes if obj is among the first k objects of src.
   template <typename Source>
   TCM_NOINLINE void DuplicateInBatch(Source src, int k, void* obj) const;
@@ -228,7 +231,8 @@ class CentralFreeList {
   [[noreturn]] TCM_NOINLINE void AlreadyFreeInSpan(void* obj) const;
   void PoisonNew(void* obj);
   // Checks n objects of src before they are parked in the transfer cache (no lock held),
-  // advancing src past them and copying them to out[0, n) unless out is nullptr.
+  // advancing src past them; a chain's objects are also copied to out[0, n) (an array
+  // source's are not: out is unused).
   template <typename Source>
   void CheckObjects(Source& src, int n, void** out) const;
   // Copies n objects of a chain to out (checked when checks are on), advancing src.

@@ -456,6 +456,21 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceInATransferBatchCrashes) {
   EXPECT_DEATH((void)central_->InsertList(objs[0], batch, false), "invalid pointer 0x[0-9a-f]+ \\(double free");
 }
 
+TEST_F(CentralFreeListDeathTest, ChainShorterThanItsCountCrashesNamingItsLastBlock) {
+  // A thread cache's count says a batch, the chain ends 10 blocks early (a block freed
+  // twice cut it short): the message names the block whose link is null.
+  Init(SizeMap::ClassIndex(64));
+  const int batch = central_->transfer_cache()->batch();
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(batch, &objs), batch);
+  const size_t short_by = 10;
+  void* tail = Chain(objs, 0, static_cast<size_t>(batch) - short_by);
+  char expected[160];
+  snprintf(expected, sizeof expected, "invalid pointer %p \\(a chain of %d blocks of size class [0-9]+ ends after %d",
+           tail, batch, batch - static_cast<int>(short_by));
+  EXPECT_DEATH((void)central_->InsertList(objs[0], batch, false), expected);
+}
+
 // The same, from a per-CPU cache: an array batch naming one block twice, and an array
 // holding an interior pointer.
 TEST_F(CentralFreeListDeathTest, SameObjectTwiceInAnArrayBatchCrashes) {
