@@ -116,14 +116,20 @@ Span* PageHeap::FindHugeAlignedFit(Length n) {
   return b->length < a->length ? b : a;
 }
 
+// A piece split off a free run is free the same way: where it is (backed or released),
+// untouched or not, since when, and from which free.
+void PageHeap::InheritFreeState(Span* piece, const Span* whole) {
+  piece->location = whole->location;
+  piece->fresh = whole->fresh;
+  piece->free_since = whole->free_since;
+  piece->free_seq = whole->free_seq;
+}
+
 bool PageHeap::SplitHead(Span* span, Length head) {
   Span* h = NewSpan(span->start, head);
   if (h == nullptr) return false;
   RemoveFree(span);
-  h->location = span->location;
-  h->fresh = span->fresh;
-  h->free_since = span->free_since;
-  h->free_seq = span->free_seq;
+  InheritFreeState(h, span);
   span->start = span->start + head;
   span->length = span->length - head;
   RecordSpan(h);
@@ -196,10 +202,7 @@ Span* PageHeap::Carve(Span* span, Length n) {
       InsertFree(span);
       return nullptr;
     }
-    rest->location = span->location;
-    rest->fresh = span->fresh;
-    rest->free_since = span->free_since;
-    rest->free_seq = span->free_seq;
+    InheritFreeState(rest, span);
     span->length = n;
     RecordSpan(rest);
     InsertFree(rest);
@@ -392,10 +395,7 @@ bool PageHeap::ExtendInPlace(Span* span, Length new_len) {
       InsertFree(next);
       return false;
     }
-    rest->location = next->location;
-    rest->fresh = next->fresh;
-    rest->free_since = next->free_since;
-    rest->free_seq = next->free_seq;
+    InheritFreeState(rest, next);
     RecordSpan(rest);
     InsertFree(rest);
   }
@@ -590,10 +590,7 @@ Length PageHeap::ReleaseWholeHugePages(Span* s, bool* refused) {
       return Length{0};
     }
     RemoveFree(s);
-    tail->location = Span::kNormal;
-    tail->fresh = s->fresh;
-    tail->free_since = s->free_since;
-    tail->free_seq = s->free_seq;
+    InheritFreeState(tail, s);  // s is a kNormal run
     s->length = Length{b - s->start.index};
     RecordSpan(s);
     RecordSpan(tail);

@@ -242,6 +242,9 @@ class PageHeap {
   Span* NewHugeAligned(Length n);
   // A free run of at least n pages with a huge-page-aligned stretch of n pages; nullptr if none.
   Span* FindHugeAlignedFit(Length n);
+  // Copies the free-run fields (location, fresh, free_since, free_seq) of `whole` to a
+  // piece split off it.
+  static void InheritFreeState(Span* piece, const Span* whole);
   // Splits the first `head` pages off free run `span` as a free run of the same kind;
   // `span` keeps the rest. False if metadata ran out (nothing changed).
   bool SplitHead(Span* span, Length head);

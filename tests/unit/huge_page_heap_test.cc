@@ -408,6 +408,38 @@ TEST(HugeHeapNoThpTest, WithThpNeverNothingIsAdvisedAndEverythingWorks) {
   EXPECT_FALSE(t->sys.AdviseHugePages(spans[0]->start_ptr(), kHugePageSize, SystemAllocator::kMmap));
 }
 
+TEST_F(HugeHeapTest, APassReleasesAllOfARunItFreedThoughReleaseSplitsItAtHugePages) {
+  // A run the maintenance pass itself frees (the front end giving back) goes to the OS in
+  // the same pass. Release cuts it at huge page bounds: its whole huge page first, then the
+  // partial pieces at its ends, which must still count as freed during the pass (the clock
+  // stamps them like a run freed just before it, which the pass leaves alone).
+  {
+    SpinLockHolder h(heap().lock());
+    heap().set_clock(1000);
+  }
+  std::vector<Span*> spans;
+  for (uintptr_t i = 0; i < 3 * kHP; ++i) spans.push_back(New(1));
+  std::sort(spans.begin(), spans.end(), [](Span* x, Span* y) { return x->start < y->start; });
+  ASSERT_EQ(spans[0]->start.index % kHP, 0u);
+  PageHeap::PassStart pass;
+  {
+    SpinLockHolder h(heap().lock());
+    pass = heap().pass_start();
+  }
+  // 10 pages at the end of the first huge page, all of the second, 10 of the third.
+  for (uintptr_t i = kHP - 10; i < 2 * kHP + 10; ++i) Delete(spans[i]);
+  uintptr_t released;
+  {
+    SpinLockHolder h(heap().lock());
+    released = heap().ReleaseAtLeastNPages(Length{10 * kHP}, true, &pass).n;
+  }
+  EXPECT_EQ(released, kHP + 20) << "the pieces cut off the run the pass freed stayed";
+  Check();
+  for (uintptr_t i = 0; i < 3 * kHP; ++i)
+    if (i < kHP - 10 || i >= 2 * kHP + 10) Delete(spans[i]);
+  Check();
+}
+
 TEST_F(HugeHeapTest, RandomOperationsKeepEveryInvariant) {
   std::mt19937 rng(11);
   std::vector<Span*> live;

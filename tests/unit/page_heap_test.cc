@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -38,6 +39,17 @@ class PageHeapTest : public ::testing::Test {
     Span* s = heap().NewAligned(Length{n}, Length{align});
     if (s != nullptr) Track(s);
     return s;
+  }
+  // Runs of the given lengths, each followed by a one-page span that keeps it from merging
+  // with the next once freed: {run, separator, run, separator, ...}; empty if any failed.
+  std::vector<Span*> NewSeparatedRuns(std::initializer_list<uintptr_t> lengths) {
+    std::vector<Span*> spans;
+    for (uintptr_t n : lengths) {
+      spans.push_back(New(n));
+      spans.push_back(New(1));
+      if (spans[spans.size() - 2] == nullptr || spans.back() == nullptr) return {};
+    }
+    return spans;
   }
   void Delete(Span* s) {
     SpinLockHolder h(heap().lock());
@@ -191,13 +203,9 @@ TEST_F(PageHeapTest, LargeRequestsTakeTheBestFittingRun) {
   ASSERT_NE(all, nullptr);
   ASSERT_EQ(Stats().system_bytes, 700 * kPageSize);
   Delete(all);
-  Span* a = New(200);
-  Span* s1 = New(1);
-  Span* b = New(150);
-  Span* s2 = New(1);
-  Span* c = New(300);
-  Span* s3 = New(1);
-  ASSERT_TRUE(a && s1 && b && s2 && c && s3);
+  const std::vector<Span*> runs = NewSeparatedRuns({200, 150, 300});
+  ASSERT_EQ(runs.size(), 6u);
+  Span *a = runs[0], *s1 = runs[1], *b = runs[2], *s2 = runs[3], *c = runs[4], *s3 = runs[5];
   ASSERT_EQ(c->end().index, s3->start.index);
   const PageId b_start = b->start;
   Delete(a);
@@ -593,13 +601,9 @@ TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   // The scavenger's "as much as the front end gave back": runs freed before the pass in
   // the clock's last tick are a block the program frees and takes back between calls.
   SetClock(1000);
-  Span* old_run = New(8);
-  Span* sep1 = New(1);
-  Span* block = New(64);
-  Span* sep2 = New(1);
-  Span* given_back = New(2);
-  Span* sep3 = New(1);
-  ASSERT_TRUE(old_run && sep1 && block && sep2 && given_back && sep3);
+  const std::vector<Span*> runs = NewSeparatedRuns({8, 64, 2});
+  ASSERT_EQ(runs.size(), 6u);
+  Span *old_run = runs[0], *block = runs[2], *given_back = runs[4];
   const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
                   given_start = given_back->start.index;
   Delete(old_run);
@@ -624,7 +628,7 @@ TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   EXPECT_EQ(location_at(old_start), Span::kReturned);
   EXPECT_EQ(location_at(given_start), Span::kReturned) << "what the pass freed was kept";
   CheckHeap();
-  for (Span* s : {sep1, sep2, sep3}) Delete(s);
+  for (Span* s : {runs[1], runs[3], runs[5]}) Delete(s);
   CheckHeap();
 }
 
