@@ -439,9 +439,9 @@ static void DeallocateLarge(void* p) {
   if (sample != nullptr) g_samples.Remove(sample);
 }
 
-void CollectGarbage(ThreadCache* tc) noexcept {
+void CollectGarbage(ThreadCache* tc, size_t freed_size) noexcept {
   g_scavenger.OnSlowPath();
-  tc->CheckSize();
+  tc->CheckSize(freed_size);
 }
 
 void DeallocateSlow(void* p) noexcept {

@@ -49,7 +49,7 @@ extern __thread uint64_t tls_sample_rng TCM_INITIAL_EXEC TCM_HIDDEN;
 
 TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
-TCM_NOINLINE void CollectGarbage(ThreadCache* tc) noexcept;
+TCM_NOINLINE void CollectGarbage(ThreadCache* tc, size_t freed_size) noexcept;
 
 // Debug build only: freed small objects are filled with a pattern that is checked when
 // they are handed out again, which catches writes after free; and free() checks that a
@@ -149,7 +149,7 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   list.head = p;
   ++list.length;
   tc->room_ -= list.object_size;
-  if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc);
+  if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc, list.object_size);
 }
 
 // The rest of the API: slower paths, out of line.

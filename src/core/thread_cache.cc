@@ -79,7 +79,7 @@ void ThreadCache::PushSlow(void* p, size_t cl) {
       }
     }
   }
-  if (room_ < 0) CheckSize();
+  if (room_ < 0) CheckSize(SizeMap::ClassSize(cl));
 }
 
 
@@ -90,12 +90,16 @@ size_t ThreadCache::size() const {
   return bytes;
 }
 
-void ThreadCache::CheckSize() {
+void ThreadCache::CheckSize(size_t freed_size) {
+  ++size_checks_;
   ApplyThefts();
   const size_t held = size();
   if (held > max_size_) {
     Scavenge();
     return;
+  }
+  const size_t wanted = held + kRoomBlocks * freed_size;
+  while (max_size_ < wanted && registry_->GrowBudget(this, /*may_steal=*/false)) {
   }
   SetRoom(held);
 }
@@ -176,14 +180,15 @@ void ThreadCacheRegistry::Destroy(ThreadCache* tc) {
   alloc_.Delete(tc);
 }
 
-void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
+bool ThreadCacheRegistry::GrowBudget(ThreadCache* tc, bool may_steal) {
   SpinLockHolder h(&lock_);
-  if (tc->max_size_ + kStealAmount > kMaxThreadCacheSize) return;
+  if (tc->max_size_ + kStealAmount > kMaxThreadCacheSize) return false;
   if (unclaimed_ >= static_cast<intptr_t>(kStealAmount)) {
     unclaimed_ -= static_cast<intptr_t>(kStealAmount);
     tc->SetMaxSize(tc->max_size_ + kStealAmount);
-    return;
+    return true;
   }
+  if (!may_steal) return false;
   // Steal from the next cache round-robin; skip ourselves, caches already at the floor, and
   // idle ones (they would keep their objects: only a running owner applies a theft).
   const uint64_t now = os::MonotonicCoarseNs();
@@ -197,8 +202,9 @@ void ThreadCacheRegistry::GrowBudget(ThreadCache* tc) {
     // The victim applies its smaller budget at its next collection.
     victim->stolen_.fetch_add(kStealAmount, std::memory_order_relaxed);
     tc->SetMaxSize(tc->max_size_ + kStealAmount);
-    return;
+    return true;
   }
+  return false;
 }
 
 void ThreadCacheRegistry::SetMaxTotal(size_t bytes) {

@@ -251,6 +251,9 @@ TEST_F(ThreadCacheTest, ScavengeMovesHalfTheLowWaterMark) {
 }
 
 TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
+  // Nothing unclaimed beyond this cache's start: the checks before the budget is exhausted
+  // would take it for room (kRoomBlocks). Growth at collection: the test after this one.
+  registry_->SetMaxTotal(kStartCacheSize);
   ThreadCache* tc = NewCache();
   const size_t cl = SizeMap::ClassIndex(16 * 1024);
   ASSERT_EQ(SizeMap::ClassSize(cl), 16u * 1024);
@@ -266,11 +269,57 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   for (int i = 0; i < 4; ++i) tc->PushSlow(held[static_cast<size_t>(i)], cl);
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
   tc->PushSlow(held[4], cl);
-  // Collection: nothing to move (low-water mark 0), but the budget grows by one step.
+  // Collection: nothing to move (low-water mark 0); no budget to grow by.
   EXPECT_EQ(tc->list(cl).length, 5u);
   EXPECT_EQ(tc->list(cl).lowater, 5u);
-  EXPECT_EQ(tc->max_size(), kStartCacheSize + kStealAmount);
+  EXPECT_EQ(tc->max_size(), kStartCacheSize);
   ExpectSizeMatchesLists(tc);
+}
+
+  // free's fast path on a cache (the list has room): push, use up room_, check when gone.
+  static void FastFree(ThreadCache* tc, size_t cl, void* p) {
+    ThreadCache::FreeList& l = tc->lists_[cl];
+    if (l.length >= l.max_length) return tc->PushSlow(p, cl);
+    NextOf(p) = l.head;
+    l.head = p;
+    ++l.length;
+    tc->room_ -= static_cast<intptr_t>(l.object_size);
+    if (tc->room_ < 0) tc->CheckSize(l.object_size);
+  }
+
+TEST_F(ThreadCacheTest, ReusingABlockAsLargeAsTheBudgetChecksRarely) {
+  // malloc does no byte accounting, so a loop that frees and reallocates one 64 KiB block
+  // used up the 64 KiB budget's room on every free and walked every list each time. The
+  // first check grows the budget until kRoomBlocks such blocks fit.
+  ThreadCache* tc = NewCache();
+  const size_t cl = SizeMap::ClassIndex(64 * 1024);
+  ASSERT_EQ(SizeMap::ClassSize(cl), 64u * 1024);
+  for (int i = 0; i < 1000; ++i) FastFree(tc, cl, Malloc(tc, cl));
+  EXPECT_LE(tc->size_checks(), 1000u / kRoomBlocks + 2);
+  EXPECT_GE(tc->max_size(), kRoomBlocks * 64 * 1024);
+  ExpectSizeMatchesLists(tc);
+  EXPECT_LE(tc->size(), 64u * 1024);
+}
+
+TEST_F(ThreadCacheTest, RoomGrowsOnlyFromTheUnclaimedTotal) {
+  // The defeating pattern: with the whole total claimed, the within-budget growth takes
+  // nothing (it never steals: the cache is within its budget); the check runs as often as
+  // before and the cache still keeps to its budget.
+  registry_->SetMaxTotal(2 * kStartCacheSize);
+  ThreadCache* other = NewCache();
+  ThreadCache* tc = NewCache();
+  EXPECT_EQ(tc->max_size(), kStartCacheSize);
+  const size_t cl = SizeMap::ClassIndex(64 * 1024);
+  for (int i = 0; i < 100; ++i) FastFree(tc, cl, Malloc(tc, cl));
+  EXPECT_EQ(other->max_size(), kStartCacheSize);
+  EXPECT_EQ(tc->max_size(), kStartCacheSize);
+  EXPECT_GT(tc->size_checks(), 50u);
+  // Frees of many blocks at once: the cache sheds what exceeds its budget plus the slack.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(Malloc(tc, cl));
+  for (void* p : blocks) FastFree(tc, cl, p);
+  ExpectSizeMatchesLists(tc);
+  EXPECT_LE(tc->size(), tc->max_size() + kOverBudgetSlack + 64 * 1024);
 }
 
 TEST_F(ThreadCacheTest, BudgetGrowsFromUnclaimedThenStealsRoundRobin) {
@@ -423,7 +472,7 @@ TEST_F(ThreadCacheTest, ManyIdleCachesStayWithinTheTotal) {
       tc->lists_[cl].head = p;
       ++tc->lists_[cl].length;
       tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-      if (tc->room_ < 0) tc->CheckSize();
+      if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
     }
   }
   size_t held = 0;
