@@ -300,6 +300,10 @@ class PageHeap {
   MetadataFreeList<Span> span_alloc_;
   SpanList normal_[kMaxPages];
   SpanList returned_[kMaxPages];
+  // Bit len set: normal_[len] (returned_[len]) holds a run. Kept by InsertFree/RemoveFree.
+  static constexpr size_t kLengthWords = (kMaxPages + 63) / 64;
+  uint64_t normal_lengths_[kLengthWords] = {};
+  uint64_t returned_lengths_[kLengthWords] = {};
   SpanTree large_normal_;
   SpanTree large_returned_;
   PageHeapStats stats_;

@@ -231,6 +231,34 @@ TEST_F(PageHeapTest, LargeRequestsTakeTheBestFittingRun) {
   CheckHeap();
 }
 
+TEST_F(PageHeapTest, SmallRequestsTakeTheShortestRunThatFitsAcrossTheLengthBitmapWords) {
+  // The exact-length lists are found through two 64-bit words of "has a run" bits: runs of
+  // 3, 63, 64, 65 and 127 pages (both words, both edges of the boundary), each request
+  // must get the shortest run that fits, and the bits must follow the lists (Verify).
+  Span* all = New(700);
+  ASSERT_NE(all, nullptr);
+  Delete(all);
+  const std::vector<Span*> runs = NewSeparatedRuns({3, 63, 64, 65, 127});
+  ASSERT_EQ(runs.size(), 10u);
+  for (size_t i = 0; i < runs.size(); i += 2) Delete(runs[i]);
+  CheckHeap();
+  const struct {
+    uintptr_t want;
+    size_t run;  // index into runs of the run it must come from
+  } steps[] = {{2, 0}, {60, 2}, {64, 4}, {64, 6}, {100, 8}};
+  std::vector<Span*> got;
+  for (const auto& step : steps) {
+    Span* s = New(step.want);
+    ASSERT_NE(s, nullptr) << step.want;
+    EXPECT_EQ(s->start, runs[step.run]->start) << step.want;
+    got.push_back(s);
+    CheckHeap();
+  }
+  for (Span* s : got) Delete(s);
+  for (size_t i = 1; i < runs.size(); i += 2) Delete(runs[i]);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, NewAlignedReturnsAlignedStarts) {
   std::vector<Span*> spans;
   for (uintptr_t align : {1, 2, 4, 8, 32, 128, 256}) {
