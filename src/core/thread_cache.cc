@@ -98,8 +98,10 @@ void ThreadCache::CheckSize(size_t freed_size) {
     Scavenge();
     return;
   }
-  const size_t wanted = held + kRoomBlocks * freed_size;
-  while (max_size_ < wanted && registry_->GrowBudget(this, /*may_steal=*/false)) {
+  if (freed_size >= static_cast<size_t>(kMinRoom)) {
+    const size_t wanted = held + kRoomBlocks * freed_size;
+    while (max_size_ < wanted && registry_->GrowBudget(this, /*may_steal=*/false)) {
+    }
   }
   SetRoom(held);
 }

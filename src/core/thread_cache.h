@@ -54,7 +54,10 @@ inline constexpr intptr_t kMinRoom = 4 * 1024;
 // against gperftools' 7). A check that finds the cache within budget but with room for
 // fewer than kRoomBlocks blocks of the size just freed grows the budget from the unclaimed
 // total (never by stealing: the cache is within its budget), up to kMaxThreadCacheSize, so
-// checks come every kRoomBlocks frees at most while the total lasts.
+// checks come every kRoomBlocks frees at most while the total lasts. Only for blocks of
+// kMinRoom and more: smaller ones are checked every few frees at worst (the room floor),
+// and growing for them gave the first of 1000 threads churning blocks of up to 1 KiB
+// budgets they filled (RSS growth 55-69 MiB against 47-57).
 inline constexpr size_t kRoomBlocks = 16;
 // A cache whose owner reached no slow path for this long is idle: its budget is not
 // stolen, because only the owner can give back the objects it holds (no lock on its lists).

@@ -301,6 +301,26 @@ TEST_F(ThreadCacheTest, ReusingABlockAsLargeAsTheBudgetChecksRarely) {
   EXPECT_LE(tc->size(), 64u * 1024);
 }
 
+TEST_F(ThreadCacheTest, OnlyBlocksOfKMinRoomAndMoreGrowTheBudgetBetweenCollections) {
+  // A cache holding 56 KiB of its 64 KiB budget: a check after a free of a 1 KiB block
+  // leaves the budget alone (blocks under kMinRoom are checked every few frees at worst
+  // already; growing for them gave the first of 1000 threads budgets they filled), a check
+  // after a free of a 4 KiB block asks for room for kRoomBlocks of them.
+  ThreadCache* tc = NewCache();
+  const size_t cl = SizeMap::ClassIndex(1024);
+  ThreadCache::FreeList& l = tc->lists_[cl];
+  for (void* p : TakeFromCentral(cl, 56)) {
+    NextOf(p) = l.head;
+    l.head = p;
+    ++l.length;
+  }
+  tc->CheckSize(1024);
+  EXPECT_EQ(tc->max_size(), kStartCacheSize);
+  tc->CheckSize(4096);
+  EXPECT_GE(tc->max_size(), 56 * 1024 + kRoomBlocks * 4096);
+  ExpectSizeMatchesLists(tc);
+}
+
 TEST_F(ThreadCacheTest, RoomGrowsOnlyFromTheUnclaimedTotal) {
   // The defeating pattern: with the whole total claimed, the within-budget growth takes
   // nothing (it never steals: the cache is within its budget); the check runs as often as
