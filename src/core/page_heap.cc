@@ -16,7 +16,8 @@ void PageHeap::InsertFree(Span* s) {
   bool returned = s->location == Span::kReturned;
   if (s->length.n < kMaxPages) {
     (returned ? returned_ : normal_)[s->length.n].PushFront(s);
-    (returned ? returned_lengths_ : normal_lengths_)[s->length.n / 64] |= uint64_t{1} << (s->length.n % 64);
+    uint64_t* const lengths = returned ? returned_lengths_ : normal_lengths_;
+    lengths[s->length.n / 64] |= uint64_t{1} << (s->length.n % 64);
   } else {
     (returned ? large_returned_ : large_normal_).Insert(s);
   }
@@ -27,8 +28,10 @@ void PageHeap::RemoveFree(Span* s) {
   bool returned = s->location == Span::kReturned;
   if (s->length.n < kMaxPages) {
     SpanList::Remove(s);
-    if ((returned ? returned_ : normal_)[s->length.n].empty())
-      (returned ? returned_lengths_ : normal_lengths_)[s->length.n / 64] &= ~(uint64_t{1} << (s->length.n % 64));
+    if ((returned ? returned_ : normal_)[s->length.n].empty()) {
+      uint64_t* const lengths = returned ? returned_lengths_ : normal_lengths_;
+      lengths[s->length.n / 64] &= ~(uint64_t{1} << (s->length.n % 64));
+    }
   } else {
     (returned ? large_returned_ : large_normal_).Remove(s);
   }
