@@ -343,6 +343,63 @@ TEST(Walks, GrowthStacksAreAHeapProfile) {
   EXPECT_EQ(sample.rfind("heap profile: ", 0), 0u);
 }
 
+// Blocks of 64 KiB and more reach the housekeeping tick on every malloc; in per-CPU mode
+// that is TickOnly's short path, which must neither skip the passes nor keep a sampler
+// that was turned on meanwhile from starting.
+size_t MaintenancePasses() {
+  char buf[1 << 16];
+  Ext()->GetStats(buf, sizeof buf);
+  const char* at = strstr(buf, "Maintenance: ");
+  return at == nullptr ? 0 : strtoul(at + strlen("Maintenance: "), nullptr, 10);
+}
+
+TEST(Maintenance, PassesRunWhileOnlyLargeBlocksHitTheCache) {
+  // Both samplers off: a sample's slow path would tick as well, and hide a tick that the
+  // short path skipped.
+  const size_t sample_parameter = Prop("tcmalloc.sample_parameter");
+  const size_t guarded_rate = Prop("tcmalloc.guarded_sample_rate");
+  Ext()->SetNumericProperty("tcmalloc.sample_parameter", 0);
+  Ext()->SetNumericProperty("tcmalloc.guarded_sample_rate", 0);
+  for (int i = 0; i < 1000; ++i) {  // let the countdowns armed before run out
+    g_sink = malloc(128 << 10);
+    free(g_sink);
+  }
+  const size_t before = MaintenancePasses();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(450);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 100; ++i) {
+      g_sink = malloc(128 << 10);
+      free(g_sink);
+    }
+  }
+  // A pass at most every 100 ms; other threads' or slow paths' passes count too, but this
+  // loop reaches no slow path once its blocks are cached.
+  EXPECT_GE(MaintenancePasses(), before + 2);
+  Ext()->SetNumericProperty("tcmalloc.sample_parameter", sample_parameter);
+  Ext()->SetNumericProperty("tcmalloc.guarded_sample_rate", guarded_rate);
+}
+
+TEST(Sampling, ASamplerTurnedOnWhileOnlyLargeBlocksAreAllocatedStartsSampling) {
+  size_t saved = 0;
+  ASSERT_TRUE(Ext()->GetNumericProperty("tcmalloc.sample_parameter", &saved));
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.sample_parameter", 0));
+  for (int i = 0; i < 2000; ++i) {  // the countdown re-armed with the sampler off
+    g_sink = malloc(64 << 10);
+    free(g_sink);
+  }
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.sample_parameter", 256 << 10));
+  std::vector<void*> kept;
+  for (int i = 0; i < 400; ++i) kept.push_back(malloc(64 << 10));  // 25 MiB: ~100 samples
+  std::string sample;
+  Ext()->GetHeapSample(&sample);
+  for (void* p : kept) free(p);
+  Ext()->SetNumericProperty("tcmalloc.sample_parameter", saved);
+  // "heap profile: <objects>: <bytes> [...": the sampled blocks in use.
+  ASSERT_EQ(sample.rfind("heap profile: ", 0), 0u);
+  const unsigned long objects = strtoul(sample.c_str() + strlen("heap profile: "), nullptr, 10);
+  EXPECT_GE(objects, 20u) << sample.substr(0, 120);
+}
+
 TEST(Release, ReleaseToSystemReleasesAtLeastWhatWasAsked) {
   // 20 MiB: below the page heap's surplus trigger (PageHeap::kSurplusReserve), so the block
   // stays free and backed until asked for.
