@@ -194,6 +194,21 @@ static void ShrinkIdleThreadCache(ThreadCache* tc, uint64_t now) {
   tls_cache_collected_ns = now;
 }
 
+// The countdown expired after `consumed` bytes since it was armed: charges the three
+// events with them; the tick, if that was its turn, starts its next interval.
+static void ChargeConsumed(int64_t consumed) {
+  tls_heap_left -= consumed;
+  tls_guard_left -= consumed;
+  tls_tick_left -= consumed;
+  if (tls_tick_left < 0) tls_tick_left = Scavenger::kHousekeepingBytes;
+}
+
+// A sampler that was off when its countdown was armed and is on now: it needs its first
+// gap (the slow path gives it one).
+static bool TurnedOnSinceArmed(int64_t left, const int64_t* setting) {
+  return left > kSamplerOff / 2 && __atomic_load_n(setting, __ATOMIC_RELAXED) > 0;
+}
+
 // Which samplers want this allocation, which the fast path did not serve (0: none). The
 // fast path charged the countdown only when it went negative there (and then left). When
 // the countdown expires, runs the housekeeping tick and stores its time in *ticked (else 0).
@@ -205,11 +220,7 @@ static unsigned SampleDue(int64_t* left, uint64_t* rng, size_t size, uint64_t* t
     if (*left >= 0) return 0;
   }
   *ticked = g_scavenger.Tick(now);  // a clock read; a maintenance pass if the last one is old enough
-  const int64_t consumed = tls_armed - *left;  // *left is negative: overshot by that much
-  tls_heap_left -= consumed;
-  tls_guard_left -= consumed;
-  tls_tick_left -= consumed;
-  if (tls_tick_left < 0) tls_tick_left = Scavenger::kHousekeepingBytes;
+  ChargeConsumed(tls_armed - *left);  // *left is negative: overshot by that much
   unsigned due = 0;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   const int64_t rate = __atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED);
@@ -268,9 +279,8 @@ bool TickOnly(size_t size) noexcept {
   // A sampler due, or one turned on since its countdown was armed (the slow path gives it
   // its first gap): not just the tick.
   if (tls_heap_left - consumed < 0 || tls_guard_left - consumed < 0) return false;
-  if (tls_heap_left > kSamplerOff / 2 && __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED) > 0)
-    return false;
-  if (tls_guard_left > kSamplerOff / 2 && __atomic_load_n(&g_options.guarded_sample_rate, __ATOMIC_RELAXED) > 0)
+  if (TurnedOnSinceArmed(tls_heap_left, &g_options.sample_parameter) ||
+      TurnedOnSinceArmed(tls_guard_left, &g_options.guarded_sample_rate))
     return false;
   const uint64_t now = Scavenger::NowNs();
   if (now != tls_last_tick_ns) {
@@ -278,9 +288,7 @@ bool TickOnly(size_t size) noexcept {
     g_cpu_cache.MarkActive(now);  // before the tick: its pass must not take this CPU for idle
     g_scavenger.Tick(now);
   }
-  tls_heap_left -= consumed;
-  tls_guard_left -= consumed;
-  tls_tick_left = Scavenger::kHousekeepingBytes;
+  ChargeConsumed(consumed);  // the tick's turn: neither sampler is due
   Rearm(&tls_sample_left);
   return true;
 }

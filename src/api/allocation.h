@@ -50,7 +50,8 @@ extern __thread uint64_t tls_sample_rng TCM_INITIAL_EXEC TCM_HIDDEN;
 TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM on failure
 // Per-CPU mode, malloc's countdown expired on a request of `size`: when only the
 // housekeeping tick was due (no sample, the thread's countdown started), runs the tick,
-// charges the request and returns true; the caller then takes its fast path's pop.
+// counts the request in what the expired countdown consumed, re-arms it and returns true;
+// the caller then pops as its fast path would.
 // False: the caller goes to its slow path, which does all of it.
 TCM_NOINLINE bool TickOnly(size_t size) noexcept;
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
@@ -109,14 +110,15 @@ TCM_ALWAYS_INLINE void* AllocatePerCpu(size_t size) {
 template <void* (*Slow)(size_t)>
 TCM_NOINLINE void* AllocatePerCpuAfterCountdown(size_t size) {
   if (!TickOnly(size)) return Slow(size);
-  void* result = g_cpu_cache.Pop(SizeMap::ClassIndex(size));
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result = g_cpu_cache.Pop(cl);
   if (TCM_UNLIKELY(result == nullptr)) {
     // What the tick consumed counts this request already; the slow path charges it again,
     // so it is credited first and the fresh countdown stays as TickOnly armed it.
     tls_sample_left += static_cast<int64_t>(size);
     return Slow(size);
   }
-  if constexpr (kDebugBuild) DebugCheckPoison(result, SizeMap::ClassSize(SizeMap::ClassIndex(size)));
+  if constexpr (kDebugBuild) DebugCheckPoison(result, SizeMap::ClassSize(cl));
   return result;
 }
 

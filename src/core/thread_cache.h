@@ -110,7 +110,7 @@ class ThreadCache {
   // collects garbage if the cache really is over its budget, and otherwise recomputes
   // room_, first asking for budget when the room left is under kRoomBlocks such blocks.
   void CheckSize(size_t freed_size);
-  // Times CheckSize ran (each walks every list): for tests and statistics.
+  // Times CheckSize ran (each walks every list): for tests.
   uint64_t size_checks() const { return size_checks_; }
 
   // Fast-path state, public so allocation.h can inline it. lists_[0] never holds objects.

@@ -29,7 +29,7 @@ initialisation fills its class root, in .bss instead of .data with 2048 relocati
       the same regression read statically, whatever the host's read-ahead. A member default
       of kSurplusCycle put g_pageheap (59 KiB) back in .data: segment 73 KiB, resident 344
       on an AMD host where the bound of 340 had held with 284 on an Intel one (the whole
-      file was resident: its size had grown to the bound). Now 15 KiB.
+      file was resident: its size had grown to the bound). Now 14 KiB.
 Usage: startup_rss_test.py STARTUP_RSS_BINARY LIBTCMALLOC_MINIMAL_SO"""
 import os
 import struct
