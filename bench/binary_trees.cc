@@ -2,7 +2,7 @@
 // (two std::unique_ptr children) are built, walked and freed, many times over, at depths 4
 // to N; one long-lived tree of depth N stays up throughout.
 //
-// Usage: binary_trees [depth=21] [threads=1] [fixed_nodes=0]
+// Usage: binary_trees [depth=21] [threads=1] [fixed_nodes=0] [phases]
 // The short-lived trees of each depth are split over `threads` threads, so 1 and 2 threads
 // do exactly the same work: with an allocator that does not serialise its threads, 2 threads
 // on 2 CPUs take about half the time. ops counts nodes allocated (each also freed).
@@ -10,8 +10,13 @@
 // walked and freed until about fixed_nodes nodes were made; ns a node at one depth shows
 // where the front end's capacity ends (trees of up to a few thousand nodes stay in the
 // caches, larger ones go through the central lists and spans).
+// phases (with fixed_nodes, one thread): the same trees, with building, walking and freeing
+// timed apart (ns a node each), and the layout of the last tree before it is freed: how
+// many nodes in the walk's order do not follow the previous one at the next 16 bytes.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +39,41 @@ std::unique_ptr<Node> Make(int depth) {
 }
 
 long Check(const Node* n) { return n->left ? 1 + Check(n->left.get()) + Check(n->right.get()) : 1; }
+
+// Nodes in Check's order that are not at the previous node's address + 16.
+long LayoutBreaks(const Node* n, uintptr_t* prev) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(n);
+  long breaks = *prev != 0 && at != *prev + sizeof(Node) ? 1 : 0;
+  *prev = at;
+  if (n->left) breaks += LayoutBreaks(n->left.get(), prev) + LayoutBreaks(n->right.get(), prev);
+  return breaks;
+}
+
+// The phases mode: make, walk and free trees of `depth`, each phase timed on its own.
+void TimePhases(int depth, long trees) {
+  double make = 0, walk = 0, free = 0;
+  long breaks = 0;
+  uint64_t nodes = 0;
+  for (long i = 0; i < trees; ++i) {
+    const double t0 = bench_wall();
+    auto tree = Make(depth);
+    const double t1 = bench_wall();
+    nodes += static_cast<uint64_t>(Check(tree.get()));
+    const double t2 = bench_wall();
+    if (i == trees - 1) {
+      uintptr_t prev = 0;
+      breaks = LayoutBreaks(tree.get(), &prev);
+    }
+    const double t3 = bench_wall();
+    tree.reset();  // ~unique_ptr: right subtree first, then left, then the node
+    free += bench_wall() - t3;
+    make += t1 - t0;
+    walk += t2 - t1;
+  }
+  const double n = static_cast<double>(nodes);
+  printf("depth=%d nodes=%llu make_ns_per_node=%.2f walk_ns_per_node=%.2f free_ns_per_node=%.2f layout_breaks=%ld\n",
+         depth, static_cast<unsigned long long>(nodes), make * 1e9 / n, walk * 1e9 / n, free * 1e9 / n, breaks);
+}
 
 // Builds, walks and frees `trees` trees of `depth`, split over `threads` threads; returns
 // the nodes made (checked: a wrong count means a damaged tree).
@@ -63,6 +103,11 @@ int main(int argc, char** argv) {
   if (max_depth < 4 || threads < 1) bench_die("binary_trees: depth >= 4, threads >= 1");
   const double w0 = bench_wall(), c0 = bench_cpu();
   uint64_t nodes = 0;
+  if (fixed_nodes > 0 && argc > 4 && std::string_view(argv[4]) == "phases") {
+    const uint64_t per_tree = (uint64_t{1} << (max_depth + 1)) - 1;
+    TimePhases(max_depth, std::max<long>(1, static_cast<long>(fixed_nodes / per_tree)));
+    return 0;
+  }
   if (fixed_nodes > 0) {
     const uint64_t per_tree = (uint64_t{1} << (max_depth + 1)) - 1;
     nodes = MakeTrees(max_depth, std::max<long>(1, static_cast<long>(fixed_nodes / per_tree)), threads);
