@@ -728,6 +728,11 @@ size_t GoodSize(size_t size, size_t align) {
 
 HeapTotals ComputeTotals() {
   HeapTotals t{};
+  // The tiers are summed one after another; a maintenance pass (another thread's tick, the
+  // background thread) moving free objects from a tier not yet summed to one already summed
+  // would make them count as in use meanwhile (mallinfo once read 254 KiB of a program's
+  // just-freed 10 MiB as in use in CI). A pass due meanwhile is skipped, not waited for.
+  SpinLockHolder no_pass(g_scavenger.pass_lock());
   {
     SpinLockHolder h(g_pageheap.lock());
     const PageHeapStats& s = g_pageheap.stats();
