@@ -42,9 +42,14 @@ PER_THREAD = "ours-per-thread"
 # Our library with its release-build checks off (issue 15's cost, side by side); only run
 # when named in --allocators.
 UNHARDENED = "ours-unhardened"
+# The same library with every run-time part of hardening off (the checks and guarded
+# sampling): the one comparison of hardening's cost free of the code-layout differences
+# between two builds, which moved binary trees by 5-7% either way (bench/README.md).
+NO_HARDENING = "ours-no-hardening"
 ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"},
-                 UNHARDENED: {"TCMALLOC_HARDENED": "0"}}
-OPT_IN = {UNHARDENED}
+                 UNHARDENED: {"TCMALLOC_HARDENED": "0"},
+                 NO_HARDENING: {"TCMALLOC_HARDENED": "0", "TCMALLOC_GUARDED_SAMPLE_RATE": "0"}}
+OPT_IN = {UNHARDENED, NO_HARDENING}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
 
 
@@ -197,6 +202,7 @@ def find_allocators(args):
         found.append(("ours", os.path.realpath(ours)))
         found.append((PER_THREAD, os.path.realpath(ours)))
         found.append((UNHARDENED, os.path.realpath(ours)))
+        found.append((NO_HARDENING, os.path.realpath(ours)))
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
@@ -683,7 +689,8 @@ def main():
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=PATH",
                     help="one more allocator to preload (repeatable)")
     ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc; "
-                    "ours-unhardened (TCMALLOC_HARDENED=0) runs only when named here")
+                    "ours-unhardened (TCMALLOC_HARDENED=0) and ours-no-hardening (that and "
+                    "TCMALLOC_GUARDED_SAMPLE_RATE=0) run only when named here")
     ap.add_argument("--filter", help="regex: only workloads whose name matches")
     ap.add_argument("--rounds", type=int, help="rounds (default 5)")
     ap.add_argument("--threads", help="comma-separated thread counts (default 1,2 quick; 1..2*CPUs full)")
@@ -717,7 +724,7 @@ def main():
     # Measure a private copy of our library: a rebuild during the run (ours is the one under
     # development) would otherwise swap the allocator halfway, or catch it half-written.
     mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
-    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD, UNHARDENED) else lib) for n, lib in allocs]
+    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD, UNHARDENED, NO_HARDENING) else lib) for n, lib in allocs]
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]
