@@ -44,13 +44,16 @@ PER_THREAD = "ours-per-thread"
 UNHARDENED = "ours-unhardened"
 # The same library with every run-time part of hardening off (the checks and guarded
 # sampling): the one comparison of hardening's cost free of the code-layout differences
-# between two builds, which moved binary trees by 5-7% either way (bench/README.md).
+# between two builds, which moved binary trees by 5-9% either way (bench/README.md).
 NO_HARDENING = "ours-no-hardening"
 ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"},
                  UNHARDENED: {"TCMALLOC_HARDENED": "0"},
                  NO_HARDENING: {"TCMALLOC_HARDENED": "0", "TCMALLOC_GUARDED_SAMPLE_RATE": "0"}}
 OPT_IN = {UNHARDENED, NO_HARDENING}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
+# Our library under each name: the reference and the variants, which differ only in their
+# environment (ALLOCATOR_ENV).
+OUR_VARIANTS = (REFERENCE,) + tuple(ALLOCATOR_ENV)
 
 
 def log(msg):
@@ -199,10 +202,7 @@ def find_allocators(args):
     found = []
     ours = args.ours or os.path.join(ROOT, "build", "src", "libtcmalloc_minimal.so")
     if os.path.exists(ours):
-        found.append(("ours", os.path.realpath(ours)))
-        found.append((PER_THREAD, os.path.realpath(ours)))
-        found.append((UNHARDENED, os.path.realpath(ours)))
-        found.append((NO_HARDENING, os.path.realpath(ours)))
+        found += [(name, os.path.realpath(ours)) for name in OUR_VARIANTS]
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
@@ -237,7 +237,11 @@ def snapshot(lib, outdir):
 def preload_env(path, name=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env.pop("TCMALLOC_PER_CPU_CACHES", None)
+    # A variable a variant sets must not reach the others from the caller's environment
+    # (an exported TCMALLOC_HARDENED=0 would make "ours" unhardened too).
+    for variant_env in ALLOCATOR_ENV.values():
+        for key in variant_env:
+            env.pop(key, None)
     if path:
         env["LD_PRELOAD"] = path
     env.update(ALLOCATOR_ENV.get(name, {}))
@@ -724,7 +728,7 @@ def main():
     # Measure a private copy of our library: a rebuild during the run (ours is the one under
     # development) would otherwise swap the allocator halfway, or catch it half-written.
     mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
-    allocs = [(n, mine.get(lib, lib) if n in (REFERENCE, PER_THREAD, UNHARDENED, NO_HARDENING) else lib) for n, lib in allocs]
+    allocs = [(n, mine.get(lib, lib) if n in OUR_VARIANTS else lib) for n, lib in allocs]
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""bench/run.py's variants of our library: which run by default, which library each
+preloads, and which environment each gets (nothing leaks in from the caller's).
+
+Usage: bench_variants_test.py LIBRARY (any existing file stands for our library)."""
+import argparse
+import importlib.util
+import os
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "bench", "run.py"))
+run = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run)
+LIB = None
+
+
+def allocators(names=None):
+    args = argparse.Namespace(ours=LIB, extra=[], allocators=names)
+    return dict(run.find_allocators(args))
+
+
+class Variants(unittest.TestCase):
+    def test_default_set_leaves_out_the_opt_in_variants(self):
+        found = allocators()
+        self.assertEqual(found["ours"], os.path.realpath(LIB))
+        self.assertEqual(found["ours-per-thread"], os.path.realpath(LIB))
+        self.assertNotIn("ours-unhardened", found)
+        self.assertNotIn("ours-no-hardening", found)
+
+    def test_named_opt_in_variants_run_our_library(self):
+        found = allocators("ours,ours-unhardened,ours-no-hardening")
+        self.assertEqual(set(found), {"ours", "ours-unhardened", "ours-no-hardening"})
+        self.assertEqual(set(found.values()), {os.path.realpath(LIB)})
+
+    def test_each_variant_gets_its_own_settings_and_no_one_elses(self):
+        saved = dict(os.environ)
+        try:
+            # A caller that exported the variants' settings must not change "ours".
+            os.environ.update(TCMALLOC_HARDENED="0", TCMALLOC_GUARDED_SAMPLE_RATE="0",
+                              TCMALLOC_PER_CPU_CACHES="0", LD_PRELOAD="/elsewhere.so")
+            ours = run.preload_env(LIB, "ours")
+            for key in ("TCMALLOC_HARDENED", "TCMALLOC_GUARDED_SAMPLE_RATE", "TCMALLOC_PER_CPU_CACHES"):
+                self.assertNotIn(key, ours)
+            self.assertEqual(ours["LD_PRELOAD"], LIB)
+            none = run.preload_env(LIB, "ours-no-hardening")
+            self.assertEqual(none["TCMALLOC_HARDENED"], "0")
+            self.assertEqual(none["TCMALLOC_GUARDED_SAMPLE_RATE"], "0")
+            self.assertNotIn("TCMALLOC_PER_CPU_CACHES", none)
+            unhardened = run.preload_env(LIB, "ours-unhardened")
+            self.assertEqual(unhardened["TCMALLOC_HARDENED"], "0")
+            self.assertNotIn("TCMALLOC_GUARDED_SAMPLE_RATE", unhardened)
+            per_thread = run.preload_env(LIB, "ours-per-thread")
+            self.assertEqual(per_thread["TCMALLOC_PER_CPU_CACHES"], "0")
+            self.assertNotIn("TCMALLOC_HARDENED", per_thread)
+            glibc = run.preload_env(None, "glibc")
+            self.assertNotIn("LD_PRELOAD", glibc)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+if __name__ == "__main__":
+    LIB = sys.argv.pop(1)
+    unittest.main()
