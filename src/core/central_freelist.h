@@ -133,6 +133,14 @@ class CentralFreeList {
     return span;
   }
   bool checked() const { return checks_; }
+  // Bits of the batch check's duplicate filter for a batch of n: 64 an object, a power of
+  // two, at least 256 and at most 8 an object of the largest batch (1 KiB on the stack).
+  static constexpr size_t kMaxFilterBits = 8 * kMaxTransferBatch;
+  static constexpr size_t DuplicateFilterBits(int n) {
+    size_t bits = 256;
+    while (bits < 64 * static_cast<size_t>(n) && bits < kMaxFilterBits) bits *= 2;
+    return bits;
+  }
   // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
   size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
   // Objects InsertToSpans handled in its one-pass path (racy; for tests).

@@ -323,6 +323,38 @@ TEST_F(CentralFreeListTest, LargeBatchesAreCheckedWithoutExactScans) {
   SizeMap::SetMaxBatch(32);
 }
 
+// A consumer frees a producer's blocks in an order that scatters each batch over many
+// spans (xmalloc). Their numbers then collide in the duplicate filter at random, and each
+// collision scans the batch so far: with 8 filter bits an object a batch of 128 averaged
+// ~8 scans (316 in the 40 batches here), with 64 bits ~1.
+TEST_F(CentralFreeListTest, ScatteredBatchesRarelyNeedAnExactScan) {
+  SizeMap::SetMaxBatch(128);
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  const int batch = central_->transfer_cache()->batch();
+  ASSERT_EQ(batch, 128);
+  std::vector<void*> all(64 * SizeMap::ObjectsPerSpan(cl));
+  for (size_t i = 0; i < all.size(); i += static_cast<size_t>(batch))
+    ASSERT_EQ(central_->RemoveBatch(all.data() + i, batch), batch);
+  uint64_t state = 12345;  // a fixed shuffle (Fisher-Yates with an LCG): repeatable
+  for (size_t i = all.size() - 1; i > 0; --i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    std::swap(all[i], all[(state >> 33) % (i + 1)]);
+  }
+  const size_t scans = central_->exact_scans();
+  constexpr int kBatches = 40;
+  std::vector<void*> back(static_cast<size_t>(batch));
+  for (int b = 0; b < kBatches; ++b) {
+    central_->InsertBatch(all.data() + b * batch, batch);
+    ASSERT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));  // checked and parked
+    ASSERT_EQ(central_->RemoveBatch(back.data(), batch), batch);
+  }
+  EXPECT_LE(central_->exact_scans() - scans, static_cast<size_t>(3 * kBatches));
+  central_->InsertToSpans(all.data(), static_cast<int>(all.size()));
+  central_->Verify();
+  SizeMap::SetMaxBatch(32);
+}
+
 // Two distinct blocks whose numbers are a filter's width apart share a filter bit: the
 // second sends the batch to the exact scan, which finds no duplicate, and the batch is
 // parked as usual.
@@ -330,11 +362,11 @@ TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   const size_t cl = SizeMap::ClassIndex(16);
   Init(cl);
   const int batch = central_->transfer_cache()->batch();
-  size_t filter_bits = 256;  // at least 8 bits per object of a batch, a power of two
-  while (filter_bits < 8 * static_cast<size_t>(batch)) filter_bits *= 2;
+  const size_t filter_bits = CentralFreeList::DuplicateFilterBits(batch);
   const size_t per_span = SizeMap::ObjectsPerSpan(cl);
   // Enough blocks that two of them are filter_bits apart.
-  std::vector<void*> all(4 * per_span);
+  const size_t wanted = 2 * filter_bits + per_span;
+  std::vector<void*> all((wanted + static_cast<size_t>(batch) - 1) / static_cast<size_t>(batch) * static_cast<size_t>(batch));
   for (size_t i = 0; i < all.size(); i += static_cast<size_t>(batch))
     ASSERT_EQ(central_->RemoveBatch(all.data() + i, batch), batch);
   auto number = [&](void* p) {
