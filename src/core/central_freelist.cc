@@ -302,7 +302,7 @@ void CentralFreeList::ThreadList(Span* span) {
 template <typename Sink>
 int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   SpinLockHolder h(&lock_);
-  if (!took_from_spans_) took_from_spans_ = true;
+  took_from_spans_ = true;  // under lock_: the line is this core's already
   // In locals: the sink stores into objects, which as far as the compiler knows may be
   // these members or the span's fields, so it would reload them for every object.
   const size_t size = size_;
