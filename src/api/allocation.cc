@@ -761,10 +761,7 @@ HeapTotals ComputeTotals() {
 
 size_t ReleaseToSystem(size_t bytes) {
   EnsureInitialized();
-  ForEachCentral([](CentralFreeList& c, size_t) {
-    c.FlushTransferCache();
-    c.ReleaseKeptSpans();
-  });
+  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length::FromBytesRoundUp(bytes)).bytes();
 }
@@ -818,10 +815,7 @@ size_t ReleaseFreeMemory() {
   EnsureInitialized();
   g_cpu_cache.DrainAll();
   // Objects parked in transfer caches may be all that keeps some spans alive.
-  ForEachCentral([](CentralFreeList& c, size_t) {
-    c.FlushTransferCache();
-    c.ReleaseKeptSpans();
-  });
+  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
 }
