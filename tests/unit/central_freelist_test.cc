@@ -326,7 +326,7 @@ TEST_F(CentralFreeListTest, LargeBatchesAreCheckedWithoutExactScans) {
 // A consumer frees a producer's blocks in an order that scatters each batch over many
 // spans (xmalloc). Their numbers then collide in the duplicate filter at random, and each
 // collision scans the batch so far: with 8 filter bits an object a batch of 128 averaged
-// ~8 scans (316 in the 40 batches here), with 64 bits ~1.
+// ~8 scans (260 in the 40 batches here), with 64 bits ~1.
 TEST_F(CentralFreeListTest, ScatteredBatchesRarelyNeedAnExactScan) {
   SizeMap::SetMaxBatch(128);
   const size_t cl = SizeMap::ClassIndex(64);
