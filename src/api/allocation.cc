@@ -761,7 +761,10 @@ HeapTotals ComputeTotals() {
 
 size_t ReleaseToSystem(size_t bytes) {
   EnsureInitialized();
-  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
+  ForEachCentral([](CentralFreeList& c, size_t) {
+    c.FlushTransferCache();
+    c.ReleaseKeptSpans();
+  });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length::FromBytesRoundUp(bytes)).bytes();
 }
@@ -815,7 +818,10 @@ size_t ReleaseFreeMemory() {
   EnsureInitialized();
   g_cpu_cache.DrainAll();
   // Objects parked in transfer caches may be all that keeps some spans alive.
-  ForEachCentral([](CentralFreeList& c, size_t) { c.FlushTransferCache(); });
+  ForEachCentral([](CentralFreeList& c, size_t) {
+    c.FlushTransferCache();
+    c.ReleaseKeptSpans();
+  });
   SpinLockHolder h(g_pageheap.lock());
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
 }

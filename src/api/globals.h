@@ -27,6 +27,7 @@ extern constinit PageHeap g_pageheap;
 // The central lists, [shard][class]: g_central_shards shards in use (central_freelist.h).
 extern constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
 extern constinit int g_central_shards;
+extern constinit ByteBudget g_kept_spans;  // empty spans the central lists keep, all together
 // The central list of class cl for the calling thread's CPU.
 CentralFreeList& CentralForCaller(size_t cl);
 // Every central list set up so far (shard 0's from start-up, others' on first use), shard

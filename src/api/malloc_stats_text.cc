@@ -66,6 +66,10 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   for (int s = 0; s < g_central_shards; ++s) shards_set_up += g_central[static_cast<size_t>(s) * kNumClasses + 1].ready();
   out->Printf("MALLOC:   %12d              Central-list shards (%d set up; CPU n uses shard n mod %d)\n",
               g_central_shards, shards_set_up, g_central_shards);
+  // Part of the central cache freelist above: empty one-page spans the lists keep for
+  // their next allocations (central_freelist.h, "Kept spans").
+  out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n",
+              g_kept_spans.used() / kPageSize, ToMiB(g_kept_spans.used()), ToMiB(g_kept_spans.limit()));
   out->Printf("MALLOC:   %12zu              Tcmalloc page size\n", kPageSize);
   out->Printf("MALLOC:   %12.1f%%             Overhead (everything but bytes in use, of physical)\n",
               physical == 0 ? 0.0 : 100.0 * static_cast<double>(overhead) / static_cast<double>(physical));

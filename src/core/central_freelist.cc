@@ -32,7 +32,7 @@ void CentralFreeList::SetUp() {
   set_up(this);
 }
 
-void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked) {
+void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked, ByteBudget* kept_spans) {
   size_ = static_cast<uint32_t>(SizeMap::ClassSize(cl));
   objects_per_span_ = static_cast<uint32_t>(SizeMap::ObjectsPerSpan(cl));
   heap_ = heap;
@@ -44,6 +44,9 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // the 2% space promise for them (overhead_test); that class keeps encoded lists.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   division_magic_ = SizeMap::kDivisionMagic[cl];
+  // One-page spans only: a span of a bigger class holds a few objects, and its pages serve
+  // every class better from the page heap (t-test1's random sizes up to 64 KiB).
+  kept_budget_ = bitmap_words_ != 0 && SizeMap::ClassPages(cl) == 1 ? kept_spans : nullptr;
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
   const size_t array_bytes = static_cast<size_t>(TransferCache::capacity_for(size_, batch)) * sizeof(void*);
@@ -316,6 +319,12 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
     }
     const uint32_t free_here = per_span - span->refcount;
     const int take = n - got < static_cast<int>(free_here) ? n - got : static_cast<int>(free_here);
+    if (span->kept) {
+      span->kept = false;
+      __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
+      kept_budget_->Give(kPageSize);
+      ++kept_reused_;
+    }
     uint64_t* const bits = span->free_bits;
     if (bits != nullptr) {
       // Lowest free objects first, word by word: nothing is read from the objects.
@@ -698,8 +707,21 @@ void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refc
   span->refcount = refcount;
   free_objects_ += returned;
   if (refcount != 0) return;
+  // Kept: on nonempty_ as it is, at the front, so the next allocation takes it while its
+  // lines are still in this CPU's caches.
+  if (kept_budget_ != nullptr && span->free_bits != nullptr && kept_budget_->Take(kPageSize)) {
+    span->kept = true;
+    __atomic_store_n(&kept_spans_, kept_spans_ + 1, __ATOMIC_RELAXED);
+    SpanList::Remove(span);
+    nonempty_.PushFront(span);
+    return;
+  }
+  Unlist(span, to_release);
+}
+
+void CentralFreeList::Unlist(Span* span, Span** to_release) {
   SpanList::Remove(span);
-  free_objects_ -= per_span;
+  free_objects_ -= objects_per_span_;
   --num_spans_;
   if (span->free_bits != nullptr) {
     GiveBackBitmap(span->free_bits);
@@ -708,6 +730,41 @@ void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refc
   span->objects = nullptr;
   span->next = *to_release;
   *to_release = span;
+}
+
+size_t CentralFreeList::ReleaseKeptSpans(size_t keep) {
+  Span* to_release = nullptr;
+  size_t released = 0;
+  {
+    SpinLockHolder h(&lock_);
+    // The first kept spans on nonempty_ are the most recently emptied (EndRun pushes them
+    // at the front): those stay.
+    size_t seen = 0;
+    for (Span* s = nonempty_.first(); s != nullptr && kept_spans_ > keep;) {
+      Span* const next = nonempty_.NextOf(s);
+      if (s->kept && ++seen > keep) {
+        s->kept = false;
+        __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
+        kept_budget_->Give(kPageSize);
+        Unlist(s, &to_release);
+        released += kPageSize;
+      }
+      s = next;
+    }
+  }
+  ReleaseSpans(to_release);
+  return released;
+}
+
+size_t CentralFreeList::ReleaseKeptSpansBeyondDemand() {
+  size_t keep;
+  {
+    SpinLockHolder h(&lock_);
+    keep = kept_reused_;
+    kept_reused_ = 0;
+    if (kept_spans_ <= keep) return 0;
+  }
+  return ReleaseKeptSpans(keep);
 }
 
 void CentralFreeList::ReleaseSpans(Span* chain) {
@@ -732,7 +789,7 @@ void CentralFreeList::AlreadyFreeInSpan(void* obj) const {
 
 void CentralFreeList::Verify() {
   SpinLockHolder h(&lock_);
-  size_t free_count = 0, spans = 0;
+  size_t free_count = 0, spans = 0, kept = 0;
   for (SpanList* list : {&nonempty_, &empty_}) {
     for (Span* s = list->first(); s != nullptr; s = list->NextOf(s)) {
       ++spans;
@@ -751,11 +808,14 @@ void CentralFreeList::Verify() {
         }
       }
       TCM_CHECK(in_span + s->refcount == objects_per_span_);
+      TCM_CHECK(!s->kept || (s->refcount == 0 && list == &nonempty_ && kept_budget_ != nullptr));
+      kept += s->kept;
       TCM_CHECK((list == &empty_) == (in_span == 0));
       free_count += in_span;
     }
   }
   TCM_CHECK(free_count == free_objects_);
+  TCM_CHECK(kept == kept_spans_);
   TCM_CHECK(spans == num_spans_);
 }
 

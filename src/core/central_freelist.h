@@ -28,6 +28,20 @@
 // parks in that shard's transfer cache, where its allocating side takes it back
 // (ParkingFor); what a shard parks goes back to its spans when it sits idle (the scavenger).
 //
+// Kept spans: a one-page span (classes up to 1 KiB) whose objects are all free again
+// stays on this list, bitmap ready, while the shared budget (ByteBudget, given to Init)
+// has room: the list's next allocations take it back without the page heap. Sent back at
+// once, a span went to the one page heap all shards share, and the next span the page heap
+// carved for a list was as likely another CPU's just-freed pages: two threads building and
+// freeing trees of 2-8 MiB each took 12-15% longer a node, their own loads and stores
+// waiting on lines the other core had written (binary trees, depth 16 and 18). A list
+// keeps no more spans than its allocations took back from its kept ones in the last
+// maintenance interval (ReleaseKeptSpansBeyondDemand): a program that goes on with light
+// work after freeing a large heap reuses a span or two a class, and the rest of the budget
+// goes back within one interval. (Keeping all of them while the list took anything from
+// its spans held up to 8 MiB through a second of such light work: issue 12's 20 MiB.)
+// ReleaseKeptSpans (ReleaseFreeMemory) gives back all of them.
+//
 // Locking: lock_ guards everything here. Objects of arrays (per-CPU caches, drains, the
 // transfer cache) that belong to this list's own bitmap spans go back in one pass under
 // lock_, at most 256 per hold (InsertOwnRuns): the look-up, the checks and the bit. Everything
@@ -47,6 +61,7 @@
 
 #include "base/log.h"
 #include "base/spinlock.h"
+#include "core/byte_budget.h"
 #include "core/freelist_link.h"
 #include "core/page_heap.h"
 #include "core/size_classes.h"
@@ -82,7 +97,9 @@ class CentralFreeList {
 
   // checked = the hardening checks described above (TCMALLOC_HARDENED). The class is
   // published last: ready() is true once everything else is in place.
-  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked = true);
+  // kept_spans: the budget that this list's kept empty spans count against (see "Kept
+  // spans" above); nullptr keeps none (every empty span goes back to the page heap).
+  void Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked = true, ByteBudget* kept_spans = nullptr);
   bool ready() const { return __atomic_load_n(&cl_, __ATOMIC_ACQUIRE) != 0; }
   // Runs the installed CentralSetUp for this list (crashes if none is installed).
   TCM_NOINLINE void SetUp();
@@ -150,6 +167,13 @@ class CentralFreeList {
   void FlushTransferCache();
   // Same, but only if the transfer cache went unused since the previous call.
   void FlushTransferCacheIfIdle();
+  // Gives kept spans back to the page heap, all but the `keep` most recently emptied;
+  // returns their bytes. REQUIRES lock() not held.
+  size_t ReleaseKeptSpans(size_t keep = 0);
+  // The maintenance pass's: keeps as many kept spans as allocations took back from kept
+  // spans since the previous call, gives back the rest; returns the bytes given back.
+  size_t ReleaseKeptSpansBeyondDemand();
+  size_t kept_spans() const { return __atomic_load_n(&kept_spans_, __ATOMIC_RELAXED); }
   size_t transfer_objects() const { return transfer_.free_objects(); }
   TransferCache* transfer_cache() { return &transfer_; }
 
@@ -221,6 +245,9 @@ class CentralFreeList {
   // refcount_before to refcount; a span with none out leaves the lists and is chained on
   // *to_release. REQUIRES lock_ held.
   void EndRun(Span* span, uint32_t refcount_before, uint32_t refcount, size_t returned, Span** to_release);
+  // Takes span (every object free) off the lists and chains it on *to_release, its bitmap
+  // given back. REQUIRES lock_ held.
+  void Unlist(Span* span, Span** to_release);
   // Hands a chain of such spans to the page heap. REQUIRES lock_ not held.
   void ReleaseSpans(Span* chain);
   // InsertChunk at each object's span owner: this list's for its own spans, another
@@ -261,6 +288,9 @@ class CentralFreeList {
   size_t free_objects_ = 0;
   size_t num_spans_ = 0;
   bool checks_ = false;  // set by Init; a zero default keeps g_central in .bss (start-up RSS)
+  size_t kept_reused_ = 0;  // kept spans taken back since the previous ReleaseKeptSpansBeyondDemand
+  ByteBudget* kept_budget_ = nullptr;  // null: this list keeps no empty spans
+  size_t kept_spans_ = 0;
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};

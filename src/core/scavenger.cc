@@ -78,8 +78,13 @@ size_t Scavenger::Maintain(uint64_t now) {
   }
   // Front end first: what it drains lands in the transfer caches and spans below.
   size_t from_front = shrink_idle_front_end_ != nullptr ? shrink_idle_front_end_(now) : 0;
-  ForEachReadyCentral(central_, shards_, num_classes_,
-                      [](CentralFreeList& c, size_t) { c.FlushTransferCacheIfIdle(); });
+  // Then the central lists: idle transfer caches to their spans, and the empty spans a
+  // list kept beyond what its allocations took back in the interval (they count as given
+  // back by the front end: idle for a whole interval).
+  ForEachReadyCentral(central_, shards_, num_classes_, [&from_front](CentralFreeList& c, size_t) {
+    c.FlushTransferCacheIfIdle();
+    from_front += c.ReleaseKeptSpansBeyondDemand();
+  });
   const uint64_t idle = idle_time();
   size_t released = 0;
   PageHeap::HugeRange collapse[kMaxCollapsePerPass];

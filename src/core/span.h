@@ -35,6 +35,9 @@ struct Span {
   // For large in-use spans: true while the pages have never been written (fresh from the
   // OS or released), so calloc can skip zeroing them.
   bool fresh;
+  // Small-object spans: every object free, kept on its central list for the list's next
+  // allocations instead of going back to the page heap (counted in the list's budget).
+  bool kept;
   // When a free span went idle (page heap clock), used for gradual release.
   uint64_t free_since;
   // Free spans: the page heap's count of frees when it was freed (merged runs keep the

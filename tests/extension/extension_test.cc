@@ -156,6 +156,26 @@ TEST(FrontEnd, CentralListShardsArePerCpuAndGetStatsSaysSo) {
   EXPECT_NE(strstr(buf, "Central-list shards ("), nullptr) << buf;
 }
 
+// Empty spans a central list keeps for its next allocations show in GetStats, and
+// ReleaseFreeMemory gives them back with everything else free.
+TEST(CentralLists, KeptEmptySpansAreReportedAndReleased) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20000; ++i) blocks.push_back(malloc(64));  // ~160 one-page spans
+  for (void* p : blocks) free(p);
+  char buf[8192];
+  Ext()->GetStats(buf, sizeof(buf));
+  const char* line = strstr(buf, "Empty spans kept by central lists (");
+  ASSERT_NE(line, nullptr) << buf;
+  Ext()->ReleaseFreeMemory();
+  Ext()->GetStats(buf, sizeof(buf));
+  line = strstr(buf, "Empty spans kept by central lists (");
+  ASSERT_NE(line, nullptr) << buf;
+  // The count is the line's first number.
+  const char* start = line;
+  while (start > buf && start[-1] != ':') --start;
+  EXPECT_EQ(strtoul(start, nullptr, 10), 0u) << buf;
+}
+
 TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {
   PinHere();
   std::vector<void*> v;

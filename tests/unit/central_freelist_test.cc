@@ -355,6 +355,101 @@ TEST_F(CentralFreeListTest, ScatteredBatchesRarelyNeedAnExactScan) {
   SizeMap::SetMaxBatch(32);
 }
 
+// Kept spans (central_freelist.h): with a budget, a one-page span whose objects all came
+// back stays on the list, bitmap ready, and the next allocation takes the same objects
+// again without the page heap; when the budget is spent, empty spans go back as before.
+TEST_F(CentralFreeListTest, EmptySpansAreKeptWithinTheBudgetAndReused) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  ByteBudget budget;
+  budget.Init(2 * kPageSize);
+  cl_ = cl;
+  central_ = std::make_unique<CentralFreeList>();
+  central_->Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap, true, &budget);
+  const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl));
+  std::vector<void*> objs(static_cast<size_t>(3 * per_span));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 3 * per_span), 3 * per_span);
+  ASSERT_EQ(HeapSpans(), 3u);
+  central_->InsertToSpans(objs.data(), 3 * per_span);
+  EXPECT_EQ(central_->kept_spans(), 2u);  // the budget's two pages
+  EXPECT_EQ(budget.used(), 2 * kPageSize);
+  EXPECT_EQ(HeapSpans(), 2u) << "the third empty span goes back to the page heap";
+  EXPECT_EQ(central_->free_objects(), static_cast<size_t>(2 * per_span));
+  central_->Verify();
+  std::vector<void*> again(static_cast<size_t>(2 * per_span));
+  ASSERT_EQ(central_->RemoveBatch(again.data(), 2 * per_span), 2 * per_span);
+  EXPECT_EQ(HeapSpans(), 2u) << "taken from the kept spans, not from the page heap";
+  EXPECT_EQ(central_->kept_spans(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  std::set<void*> before(objs.begin(), objs.end());
+  for (void* p : again) EXPECT_TRUE(before.count(p)) << p << " is not one of the kept spans' objects";
+  CheckObjects(again);
+  central_->InsertToSpans(again.data(), 2 * per_span);
+  EXPECT_EQ(central_->kept_spans(), 2u);
+  EXPECT_EQ(central_->ReleaseKeptSpans(), 2 * kPageSize);
+  EXPECT_EQ(HeapSpans(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  central_->Verify();
+  VerifyHeap();
+}
+
+// Only one-page spans are kept: a bigger class's span holds a few objects and its pages
+// serve every class better from the page heap. The maintenance pass keeps no more of them
+// than the list's allocations took back since its previous call: light work that takes
+// a few objects an interval (issue 12's cache-hits-only program after a big free) keeps
+// one span, not the budget.
+TEST_F(CentralFreeListTest, KeptSpansAreOnePageAndOnlyAsManyAsWereReused) {
+  ByteBudget budget;
+  budget.Init(64 * kPageSize);
+  const size_t big = SizeMap::ClassIndex(16384);
+  ASSERT_GT(SizeMap::ClassPages(big), 1u);
+  cl_ = big;
+  central_ = std::make_unique<CentralFreeList>();
+  central_->Init(static_cast<uint8_t>(big), &t_->heap, &t_->pagemap, true, &budget);
+  std::vector<void*> objs(SizeMap::ObjectsPerSpan(big));
+  const int n = static_cast<int>(objs.size());
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
+  central_->InsertToSpans(objs.data(), n);
+  EXPECT_EQ(central_->kept_spans(), 0u);
+  EXPECT_EQ(HeapSpans(), 0u);
+
+  Init(SizeMap::ClassIndex(256));
+  central_ = std::make_unique<CentralFreeList>();
+  central_->Init(static_cast<uint8_t>(cl_), &t_->heap, &t_->pagemap, true, &budget);
+  const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl_));
+  objs.resize(static_cast<size_t>(4 * per_span));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 4 * per_span), 4 * per_span);
+  central_->InsertToSpans(objs.data(), 4 * per_span);
+  ASSERT_EQ(central_->kept_spans(), 4u);
+  // A program that emptied a big heap and goes on lightly: a few objects an interval.
+  void* few[3];
+  ASSERT_EQ(central_->RemoveBatch(few, 3), 3);
+  EXPECT_EQ(central_->kept_spans(), 3u);  // the one they came from is in use again
+  EXPECT_EQ(central_->ReleaseKeptSpansBeyondDemand(), 2 * kPageSize) << "one span was taken back: one stays";
+  EXPECT_EQ(central_->kept_spans(), 1u);
+  EXPECT_EQ(HeapSpans(), 2u);
+  central_->InsertToSpans(few, 3);  // that span is empty again: kept
+  EXPECT_EQ(central_->kept_spans(), 2u);
+  EXPECT_EQ(central_->ReleaseKeptSpansBeyondDemand(), 2 * kPageSize) << "nothing taken back since: none stays";
+  EXPECT_EQ(central_->kept_spans(), 0u);
+  EXPECT_EQ(HeapSpans(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  central_->Verify();
+
+  // A list that cycles through its kept spans (trees built and freed) keeps them all.
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 2 * per_span), 2 * per_span);
+  central_->InsertToSpans(objs.data(), 2 * per_span);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(central_->RemoveBatch(objs.data(), 2 * per_span), 2 * per_span);
+    EXPECT_EQ(HeapSpans(), 2u) << "taken from the kept spans";
+    central_->InsertToSpans(objs.data(), 2 * per_span);
+    EXPECT_EQ(central_->ReleaseKeptSpansBeyondDemand(), 0u);
+    EXPECT_EQ(central_->kept_spans(), 2u);
+  }
+  EXPECT_EQ(central_->ReleaseKeptSpans(), 2 * kPageSize);
+  central_->Verify();
+  VerifyHeap();
+}
+
 // Two distinct blocks whose numbers are a filter's width apart share a filter bit: the
 // second sends the batch to the exact scan, which finds no duplicate, and the batch is
 // parked as usual.

@@ -146,6 +146,37 @@ TEST_F(ScavengerTest, IdleTransferCacheChainsGoBackToTheirSpans) {
   EXPECT_EQ(Stats().in_use_spans, 0u);
 }
 
+// An empty span a list kept for its next allocations goes back to the page heap at the
+// first pass in whose interval no allocation took it back, and from there to the OS once
+// idle.
+TEST_F(ScavengerTest, KeptSpansOfAnIdleListGoBackAndOut) {
+  ByteBudget budget;
+  budget.Init(1 << 20);
+  const size_t cl = SizeMap::ClassIndex(64);
+  CentralFreeList& c = central_[cl];
+  c.Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap, true, &budget);
+  const int n = static_cast<int>(SizeMap::ObjectsPerSpan(cl));
+  std::vector<void*> objs(static_cast<size_t>(n));
+  ASSERT_EQ(c.RemoveBatch(objs.data(), n), n);
+  c.InsertToSpans(objs.data(), n);
+  ASSERT_EQ(c.kept_spans(), 1u);
+  ASSERT_EQ(Stats().in_use_spans, 1u);
+  ASSERT_EQ(c.RemoveBatch(objs.data(), n), n);  // taken back in this interval
+  c.InsertToSpans(objs.data(), n);
+  scavenger_->Maintain(1 * kSecond);  // reused since the last pass: kept
+  EXPECT_EQ(c.kept_spans(), 1u);
+  const PageHeapStats before = Stats();
+  scavenger_->Maintain(2 * kSecond);  // not taken back for a whole interval: given back
+  EXPECT_EQ(c.kept_spans(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(Stats().in_use_spans, 0u);
+  EXPECT_EQ(Stats().free_bytes + Stats().unmapped_bytes, before.free_bytes + before.unmapped_bytes + kPageSize);
+  // From there the page heap's idle release takes it to the OS like any free run.
+  scavenger_->Maintain(2 * kSecond + scavenger_->idle_time() + kSecond);
+  EXPECT_GE(Stats().unmapped_bytes, before.unmapped_bytes + kPageSize) << "the kept span's page stayed resident";
+  c.Verify();
+}
+
 // The front end's idle objects free whole spans whose other objects were already free in
 // the central list: the pass releases the runs that became free, not only as many bytes
 // as the objects themselves (which left all but one of those runs for another idle period).
