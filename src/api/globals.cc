@@ -59,7 +59,25 @@ constinit GuardedPool g_guarded;
 // Per-CPU mode: CPUs whose threads went quiet give their caches back, so what they held
 // can reach the spans (and the page heap) in the same pass. Thread caches are owned by
 // their threads and shrink on their own housekeeping tick (api/allocation.cc) and at exit.
-static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(now_ns); }
+// The pass also opens the kept-span budget that a surplus release closed (KeptSpansOut).
+static size_t ShrinkIdleFrontEnd(uint64_t now_ns) {
+  g_kept_spans.Open();
+  return g_cpu_cache.Maintain(now_ns);
+}
+
+// The page heap's surplus rule fired on spans a list gave back: every list's kept spans go
+// back too, and none are kept until the next pass (central_freelist.h, "Kept spans").
+// Runs with no lock held; giving kept spans back can fire the rule again, and that call
+// finds the sweep under way and returns.
+static constinit std::atomic<bool> g_kept_sweep_running{false};  // reset in a fork child
+static void KeptSpansOut() {
+  g_kept_spans.Close();
+  if (g_kept_sweep_running.exchange(true, std::memory_order_acquire)) return;
+  ForEachCentral([](CentralFreeList& c, size_t) {
+    if (c.kept_spans() != 0) c.ReleaseKeptSpans();
+  });
+  g_kept_sweep_running.store(false, std::memory_order_release);
+}
 
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
@@ -106,6 +124,7 @@ void ResetLocksInChild() {
   g_shard_set_up_lock.ResetAfterFork();
   g_caches.ResetLockAfterFork();
   g_cpu_cache.ResetLocksAfterFork();
+  g_kept_sweep_running.store(false, std::memory_order_relaxed);  // the sweeping thread is gone
   // The child is a new process for membarrier: register it again for the drains' fences.
   if (g_cpu_cache.active()) os::RegisterRseqFence();
   g_scavenger.AfterForkInChild();
@@ -175,6 +194,7 @@ void EnsureInitialized() {
   for (size_t cl = 1; cl < kNumClasses; ++cl)
     g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
   SetCentralSetUp(&SetUpShardOf);
+  SetSurplusReleased(&KeptSpansOut);
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();

@@ -26,6 +26,9 @@ static constinit CentralSetUp g_set_up = nullptr;
 
 void SetCentralSetUp(CentralSetUp set_up) { __atomic_store_n(&g_set_up, set_up, __ATOMIC_RELEASE); }
 
+static constinit SurplusReleased g_surplus_released = nullptr;
+void SetSurplusReleased(SurplusReleased hook) { __atomic_store_n(&g_surplus_released, hook, __ATOMIC_RELEASE); }
+
 void CentralFreeList::SetUp() {
   const CentralSetUp set_up = __atomic_load_n(&g_set_up, __ATOMIC_ACQUIRE);
   if (set_up == nullptr) Crash("tcmalloc: a central list was used before it was set up");
@@ -769,11 +772,20 @@ size_t CentralFreeList::ReleaseKeptSpansBeyondDemand() {
 
 void CentralFreeList::ReleaseSpans(Span* chain) {
   if (chain == nullptr) return;
-  SpinLockHolder h(heap_->lock());
-  while (chain != nullptr) {
-    Span* next = chain->next;
-    heap_->Delete(chain);
-    chain = next;
+  bool fired;
+  {
+    SpinLockHolder h(heap_->lock());
+    const uint64_t releases = heap_->stats().surplus_releases;
+    while (chain != nullptr) {
+      Span* next = chain->next;
+      heap_->Delete(chain);
+      chain = next;
+    }
+    fired = heap_->stats().surplus_releases != releases;
+  }
+  if (TCM_UNLIKELY(fired)) {
+    const SurplusReleased hook = __atomic_load_n(&g_surplus_released, __ATOMIC_ACQUIRE);
+    if (hook != nullptr) hook();
   }
 }
 

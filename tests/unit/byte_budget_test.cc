@@ -11,6 +11,25 @@
 namespace tcm {
 namespace {
 
+// Closed (after the surplus rule fired) until the next maintenance pass opens it: nothing
+// can be taken, and what was taken can still be given back.
+TEST(ByteBudget, AClosedBudgetRefusesUntilOpened) {
+  ByteBudget b;
+  b.Init(8192 * 4);
+  ASSERT_TRUE(b.Take(8192));
+  b.Close();
+  EXPECT_TRUE(b.closed());
+  EXPECT_FALSE(b.Take(8192));
+  EXPECT_EQ(b.used(), 8192u);
+  b.Give(8192);
+  EXPECT_EQ(b.used(), 0u);
+  EXPECT_FALSE(b.Take(8192));
+  b.Open();
+  EXPECT_FALSE(b.closed());
+  EXPECT_TRUE(b.Take(8192));
+  EXPECT_EQ(b.used(), 8192u);
+}
+
 TEST(ByteBudget, TakesUpToTheLimitAndGivesBack) {
   ByteBudget b;
   EXPECT_FALSE(b.Take(1));  // no limit set: nothing to take

@@ -450,6 +450,41 @@ TEST_F(CentralFreeListTest, KeptSpansAreOnePageAndOnlyAsManyAsWereReused) {
   VerifyHeap();
 }
 
+// When spans a list gives back make the page heap's surplus rule release memory, the
+// installed SurplusReleased hook runs (the composition root's gives back every list's kept
+// spans: one kept span keeps its huge page from being released whole); spans given back
+// below the rule's trigger do not call it.
+static int g_surplus_hook_calls = 0;
+TEST_F(CentralFreeListTest, SpansThatMakeTheSurplusRuleFireCallTheHook) {
+  SetSurplusReleased([] { ++g_surplus_hook_calls; });
+  {
+    SpinLockHolder h(t_->heap.lock());
+    t_->heap.set_surplus_release(true);
+  }
+  Init(SizeMap::ClassIndex(65536));
+  const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl_));
+  // Far beyond twice the reserve (16 MiB and half of what is in use) once all is free.
+  const int n = static_cast<int>((size_t{64} << 20) / SizeMap::ClassSize(cl_));
+  std::vector<void*> objs(static_cast<size_t>(n));
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
+  g_surplus_hook_calls = 0;
+  central_->InsertToSpans(objs.data(), per_span);  // one span back: far under the trigger
+  EXPECT_EQ(g_surplus_hook_calls, 0);
+  central_->InsertToSpans(objs.data() + per_span, n - per_span);
+  EXPECT_GE(g_surplus_hook_calls, 1) << "the rule fired, the hook was not called";
+  {
+    SpinLockHolder h(t_->heap.lock());
+    EXPECT_GE(t_->heap.stats().surplus_releases, 1u);
+  }
+  SetSurplusReleased(nullptr);
+  {
+    SpinLockHolder h(t_->heap.lock());
+    t_->heap.set_surplus_release(false);
+  }
+  central_->Verify();
+  VerifyHeap();
+}
+
 // Two distinct blocks whose numbers are a filter's width apart share a filter bit: the
 // second sends the batch to the exact scan, which finds no duplicate, and the batch is
 // parked as usual.
