@@ -467,6 +467,7 @@ static void DeallocateLarge(void* p) {
   Span* span = g_pagemap.GetSpan(page);
   if (span == nullptr) InvalidPointer("free()", p);
   SampleRecord* sample;
+  bool surplus_released;
   {
     SpinLockHolder h(g_pageheap.lock());
     if (span->start != page || span->sizeclass != 0) InvalidPointer("free()", p);
@@ -474,8 +475,12 @@ static void DeallocateLarge(void* p) {
     sample = span->sample;
     span->sample = nullptr;
     g_pageheap.Delete(span);
+    surplus_released = g_pageheap.TakeSurplusReleased();
   }
   if (sample != nullptr) g_samples.Remove(sample);
+  // A huge block freed: the kept spans go too (one in a huge page keeps it from being
+  // released whole).
+  if (TCM_UNLIKELY(surplus_released)) SurplusWasReleased();
 }
 
 void CollectGarbage(ThreadCache* tc, size_t freed_size) noexcept {

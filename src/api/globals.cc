@@ -59,14 +59,11 @@ constinit GuardedPool g_guarded;
 // Per-CPU mode: CPUs whose threads went quiet give their caches back, so what they held
 // can reach the spans (and the page heap) in the same pass. Thread caches are owned by
 // their threads and shrink on their own housekeeping tick (api/allocation.cc) and at exit.
-// The pass also opens the kept-span budget that a surplus release closed (KeptSpansOut).
-static size_t ShrinkIdleFrontEnd(uint64_t now_ns) {
-  g_kept_spans.Open();
-  return g_cpu_cache.Maintain(now_ns);
-}
+static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(now_ns); }
 
-// The page heap's surplus rule fired on spans a list gave back: every list's kept spans go
-// back too, and none are kept until the next pass (central_freelist.h, "Kept spans").
+// The page heap's surplus rule fired (spans a list gave back, a large block freed): every
+// list's kept spans go back too, and none are kept until the next maintenance pass opens
+// the budget again (central_freelist.h, "Kept spans").
 // Runs with no lock held; giving kept spans back can fire the rule again, and that call
 // finds the sweep under way and returns.
 static constinit std::atomic<bool> g_kept_sweep_running{false};  // reset in a fork child

@@ -760,6 +760,8 @@ size_t CentralFreeList::ReleaseKeptSpans(size_t keep) {
 }
 
 size_t CentralFreeList::ReleaseKeptSpansBeyondDemand() {
+  if (kept_budget_ == nullptr) return 0;
+  kept_budget_->Open();  // a surplus release closed it until this pass
   size_t keep;
   {
     SpinLockHolder h(&lock_);
@@ -775,18 +777,19 @@ void CentralFreeList::ReleaseSpans(Span* chain) {
   bool fired;
   {
     SpinLockHolder h(heap_->lock());
-    const uint64_t releases = heap_->stats().surplus_releases;
     while (chain != nullptr) {
       Span* next = chain->next;
       heap_->Delete(chain);
       chain = next;
     }
-    fired = heap_->stats().surplus_releases != releases;
+    fired = heap_->TakeSurplusReleased();
   }
-  if (TCM_UNLIKELY(fired)) {
-    const SurplusReleased hook = __atomic_load_n(&g_surplus_released, __ATOMIC_ACQUIRE);
-    if (hook != nullptr) hook();
-  }
+  if (TCM_UNLIKELY(fired)) SurplusWasReleased();
+}
+
+void SurplusWasReleased() {
+  const SurplusReleased hook = __atomic_load_n(&g_surplus_released, __ATOMIC_ACQUIRE);
+  if (hook != nullptr) hook();
 }
 
 void CentralFreeList::SpanHasNoneOut(void* obj) const {

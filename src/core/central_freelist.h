@@ -42,8 +42,9 @@
 // its spans held up to 8 MiB through a second of such light work: issue 12's 20 MiB.)
 // ReleaseKeptSpans (ReleaseFreeMemory) gives back all of them. And when spans a list gives
 // back make the page heap's surplus rule fire (the program freed far more than it uses:
-// a thread exited, a big structure was emptied), every list's kept spans go back at once
-// and no list keeps any until the next pass (SetSurplusReleased): one kept span is enough
+// a thread exited, a big structure was emptied), or a large block freed does, every
+// list's kept spans go back at once and no list keeps any until the next pass
+// (SetSurplusReleased, PageHeap::TakeSurplusReleased): one kept span is enough
 // to keep a huge page from being released whole, and a 300 MB heap freed on one thread
 // kept 80 MiB resident against 48 without them (integration.phase_test).
 //
@@ -100,6 +101,10 @@ void SetCentralSetUp(CentralSetUp set_up);
 // budget until the next maintenance pass ("Kept spans" below). nullptr: nothing is done.
 using SurplusReleased = void (*)();
 void SetSurplusReleased(SurplusReleased hook);
+// Runs the installed hook: for every caller whose Delete made the page heap's surplus rule
+// release (PageHeap::TakeSurplusReleased), lists' spans and large blocks alike.
+// REQUIRES no allocator lock held.
+void SurplusWasReleased();
 
 class CentralFreeList {
  public:
@@ -182,6 +187,7 @@ class CentralFreeList {
   size_t ReleaseKeptSpans(size_t keep = 0);
   // The maintenance pass's: keeps as many kept spans as allocations took back from kept
   // spans since the previous call, gives back the rest; returns the bytes given back.
+  // Also opens the shared budget a surplus release closed.
   size_t ReleaseKeptSpansBeyondDemand();
   size_t kept_spans() const { return __atomic_load_n(&kept_spans_, __ATOMIC_RELAXED); }
   size_t transfer_objects() const { return transfer_.free_objects(); }

@@ -543,6 +543,7 @@ void PageHeap::MaybeReleaseSurplus() {
   }
   surplus_reused_ = 0;
   ++stats_.surplus_releases;
+  surplus_unseen_ = true;
   ReleaseAtLeastNPages(Length::FromBytesRoundUp(stats_.free_bytes - reserve), !huge_aware_);
   if (!huge_aware_) return;
   // Hugepage-aware: whole huge pages first, and that is enough if it brings the free memory

@@ -203,6 +203,14 @@ class PageHeap {
   void set_surplus_release(bool on) { surplus_release_ = on; }
   bool surplus_release() const { return surplus_release_; }
   size_t SurplusReserve() const;
+  // True once after each time the surplus rule released memory, then false until it does
+  // again: the caller that made it fire (by a Delete under lock()) acts on it once the lock
+  // is dropped (the central lists' kept spans go back too: central_freelist.h).
+  bool TakeSurplusReleased() {
+    const bool fired = surplus_unseen_;
+    surplus_unseen_ = false;
+    return fired;
+  }
 
   // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
   void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
@@ -333,6 +341,7 @@ class PageHeap {
   // any non-zero member default moves g_pageheap (59 KiB) from .bss to .data.
   uint64_t surplus_window_ = 0;
   bool surplus_fired_ = false;
+  bool surplus_unseen_ = false;  // TakeSurplusReleased
   int surplus_quick_ = 0;
   size_t surplus_reused_ = 0;
 };

@@ -156,24 +156,57 @@ TEST(FrontEnd, CentralListShardsArePerCpuAndGetStatsSaysSo) {
   EXPECT_NE(strstr(buf, "Central-list shards ("), nullptr) << buf;
 }
 
-// Empty spans a central list keeps for its next allocations show in GetStats, and
-// ReleaseFreeMemory gives them back with everything else free.
-TEST(CentralLists, KeptEmptySpansAreReportedAndReleased) {
-  std::vector<void*> blocks;
-  for (int i = 0; i < 20000; ++i) blocks.push_back(malloc(64));  // ~160 one-page spans
-  for (void* p : blocks) free(p);
+// GetStats' count of "Empty spans kept by central lists" (the line's first number).
+static unsigned long KeptSpans() {
   char buf[8192];
   Ext()->GetStats(buf, sizeof(buf));
   const char* line = strstr(buf, "Empty spans kept by central lists (");
-  ASSERT_NE(line, nullptr) << buf;
+  if (line == nullptr) ADD_FAILURE() << buf;
+  if (line == nullptr) return 0;
+  while (line > buf && line[-1] != ':') --line;
+  return strtoul(line, nullptr, 10);
+}
+
+// Spans of 64-byte blocks, all of them freed: the lists keep some for their next
+// allocations (the caches take the first blocks back; the rest empties spans).
+static void EmptySomeSpans() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20000; ++i) blocks.push_back(malloc(64));  // ~160 one-page spans
+  for (void* p : blocks) free(p);
+}
+
+// Empty spans a central list keeps for its next allocations show in GetStats, and
+// ReleaseFreeMemory gives them back with everything else free.
+TEST(CentralLists, KeptEmptySpansAreReportedAndReleased) {
+  EmptySomeSpans();
+  ASSERT_GT(KeptSpans(), 0u) << "no span was kept: the rest of this test would prove nothing";
   Ext()->ReleaseFreeMemory();
+  EXPECT_EQ(KeptSpans(), 0u);
+}
+
+// A large block freed that makes the surplus rule release (far more free than in use) takes
+// the kept spans with it: one kept span keeps its huge page from going back whole. Here the
+// freed block is the surplus; a program that frees a big buffer after its small objects.
+TEST(CentralLists, KeptSpansGoWhenAFreedLargeBlockIsSurplus) {
+  char* big = static_cast<char*>(malloc(size_t{256} << 20));
+  ASSERT_NE(big, nullptr);
+  EmptySomeSpans();
+  ASSERT_GT(KeptSpans(), 0u) << "no span was kept: the rest of this test would prove nothing";
+  size_t releases_before = 0, releases_after = 0;
+  char buf[8192];
   Ext()->GetStats(buf, sizeof(buf));
-  line = strstr(buf, "Empty spans kept by central lists (");
-  ASSERT_NE(line, nullptr) << buf;
-  // The count is the line's first number.
-  const char* start = line;
-  while (start > buf && start[-1] != ':') --start;
-  EXPECT_EQ(strtoul(start, nullptr, 10), 0u) << buf;
+  const char* m = strstr(buf, " surplus releases");
+  ASSERT_NE(m, nullptr) << buf;
+  while (m > buf && m[-1] >= '0' && m[-1] <= '9') --m;
+  releases_before = strtoul(m, nullptr, 10);
+  free(big);
+  Ext()->GetStats(buf, sizeof(buf));
+  m = strstr(buf, " surplus releases");
+  ASSERT_NE(m, nullptr) << buf;
+  while (m > buf && m[-1] >= '0' && m[-1] <= '9') --m;
+  releases_after = strtoul(m, nullptr, 10);
+  ASSERT_GT(releases_after, releases_before) << "the free did not make the surplus rule release";
+  EXPECT_EQ(KeptSpans(), 0u) << "the surplus release left the kept spans";
 }
 
 TEST(ThreadCaches, IdleThreadGivesItsCacheBack) {

@@ -475,6 +475,7 @@ TEST_F(CentralFreeListTest, SpansThatMakeTheSurplusRuleFireCallTheHook) {
   {
     SpinLockHolder h(t_->heap.lock());
     EXPECT_GE(t_->heap.stats().surplus_releases, 1u);
+    EXPECT_FALSE(t_->heap.TakeSurplusReleased()) << "the list took the news, no one else may act on it again";
   }
   SetSurplusReleased(nullptr);
   {
