@@ -98,6 +98,104 @@ void CentralFreeList::ChainEndedEarly(Source first, int n, int k) const {
 
 template <typename Source>
 void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
+  // Each pointer must be a block start of this class, and none may be in the batch twice.
+  //
+  // Block starts: the offset from the span's start (the page's, for classes of one-page
+  // spans) must be below the last block's end and a multiple of the size (one
+  // multiplication: SizeMap::StartsObject). The class map and the span are looked up
+  // only when an offset leaves the span, which is also how a new page shows.
+  //
+  // Duplicates, without the filter where a batch allows it: a batch splits into runs of
+  // strictly rising or strictly falling addresses within one span. A run cannot hold an
+  // address twice, and runs whose address ranges do not overlap cannot share one.
+  // Batches mostly are such runs (objects come back in the order a slab or a span handed
+  // them out, or its reverse, a few spans a batch). The rest, and batches of more than
+  // kMaxRuns runs, go through the duplicate filter (CheckObjectsFiltered), which also
+  // names the duplicate. Batches sent to the filter, per-CPU mode: binary trees (depth 18)
+  // 0% on one thread, 1.1% on two; xmalloc 1.4% at 64 bytes, 7.6% at 256. Per-thread
+  // mode's lists interleave objects of many spans (binary trees 66%). The loop is ~18
+  // instructions an object, against the filter's ~30 and its 1 KiB to clear a batch.
+  const Source first = src;
+  Source at = src;  // in a local, as in CheckObjectsFiltered
+  const bool one_page = SizeMap::ClassPages(cl_) == 1;
+  const uint64_t magic = division_magic_;
+  const size_t limit = size_t{objects_per_span_} * size_;  // offsets of block starts are below it
+  auto span_base = [&](void* obj) __attribute__((always_inline)) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
+    return one_page ? addr & ~uintptr_t{kPageSize - 1} : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+  };
+  if (n <= 0) return;
+  if constexpr (std::is_same_v<Source, ChainSource>) {
+    if (TCM_UNLIKELY(at.current() == nullptr)) ChainEndedEarly(first, n, 0);
+  }
+  // The span in use. The first object's is looked up before the loop: from any other
+  // start, some pointer would be below limit from it and skip the class map.
+  uintptr_t base = span_base(at.current());
+  uintptr_t run_lo[kMaxRuns], run_hi[kMaxRuns];  // closed runs, as address ranges
+  int runs = 0;
+  // The current run's direction: 0 rising, all ones falling. A step that continues the
+  // run is (step ^ falling) > 0 as a signed number; one against it, or none, is not.
+  uintptr_t falling = 0;
+  // A run's first object: prev is put just behind it, so that its own step passes.
+  uintptr_t run_first = reinterpret_cast<uintptr_t>(at.current());
+  uintptr_t prev = run_first - 1;
+  for (int k = 0; k < n; ++k) {
+    void* const obj = at.current();
+    if constexpr (std::is_same_v<Source, ChainSource>) {
+      if (TCM_UNLIKELY(obj == nullptr)) ChainEndedEarly(first, n, k);
+    }
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    size_t offset = addr - base;
+    if (TCM_UNLIKELY(offset >= limit)) {
+      // Another span (a new page), or past the span's last block, or not ours.
+      const uintptr_t next_base = span_base(obj);
+      if (next_base != base) {
+        base = next_base;
+        offset = addr - base;
+        // A new span starts a run.
+        if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
+        run_lo[runs] = run_first < prev ? run_first : prev;
+        run_hi[runs] = run_first < prev ? prev : run_first;
+        ++runs;
+        run_first = addr;
+        prev = falling ? addr + 2 : addr - 1;
+      }
+      if (TCM_UNLIKELY(offset >= limit)) NotABlockStart(obj, offset, kIntoTransfer);
+    }
+    if (TCM_UNLIKELY(!SizeMap::StartsObject(magic, offset))) NotABlockStart(obj, offset, kIntoTransfer);
+    if (TCM_UNLIKELY(static_cast<intptr_t>((addr - prev) ^ falling) <= 0)) {
+      if (addr == prev) DuplicateInBatch(first, k, obj);
+      if (run_first == prev) {
+        falling = ~falling;  // a run's second object sets its direction
+      } else {
+        // A turn: the run ends at prev, the next starts here, guessing the old direction.
+        if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
+        run_lo[runs] = run_first < prev ? run_first : prev;
+        run_hi[runs] = run_first < prev ? prev : run_first;
+        ++runs;
+        run_first = addr;
+      }
+    }
+    prev = addr;
+    if constexpr (std::is_same_v<Source, ChainSource>) out[k] = obj;
+    at.advance();  // only once obj is known to be one of ours (a chain's link is read here)
+  }
+  if (runs > 0) {
+    if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
+    run_lo[runs] = run_first < prev ? run_first : prev;
+    run_hi[runs] = run_first < prev ? prev : run_first;
+    ++runs;
+    for (int a = 0; a < runs; ++a)
+      for (int b = a + 1; b < runs; ++b)
+        if (run_lo[a] <= run_hi[b] && run_lo[b] <= run_hi[a]) return CheckObjectsFiltered(src, n, out);
+  }
+  src = at;
+}
+
+template <typename Source>
+void CentralFreeList::CheckObjectsFiltered(Source& src, int n, void** out) const {
+  filtered_batches_.fetch_add(1, std::memory_order_relaxed);
   // Each pointer must be a block start of this class. The class map and the span base are
   // read once per page (the objects of a batch mostly share a few pages; blocks of classes
   // up to 1 KiB live in one-page spans, whose base is the page itself).

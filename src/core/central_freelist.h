@@ -173,8 +173,13 @@ class CentralFreeList {
     while (bits < 64 * static_cast<size_t>(n) && bits < kMaxFilterBits) bits *= 2;
     return bits;
   }
+  // The batch check's proof that a batch holds no pointer twice (CheckObjects) splits it
+  // into at most kMaxRuns runs.
+  static constexpr int kMaxRuns = 16;
   // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
   size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
+  // Batches the check sent to the duplicate filter (racy; for tests).
+  size_t filtered_batches() const { return filtered_batches_.load(std::memory_order_relaxed); }
   // Objects InsertToSpans handled in its one-pass path (racy; for tests).
   size_t own_run_objects() const { return own_run_objects_.load(std::memory_order_relaxed); }
 
@@ -286,6 +291,10 @@ class CentralFreeList {
   // source's are not: out is unused).
   template <typename Source>
   void CheckObjects(Source& src, int n, void** out) const;
+  // The same checks with the duplicate filter, for batches whose runs (CheckObjects) do
+  // not prove every pointer distinct.
+  template <typename Source>
+  void CheckObjectsFiltered(Source& src, int n, void** out) const;
   // Copies n objects of a chain to out (checked when checks are on), advancing src.
   void CollectChain(ChainSource& src, int n, void** out) const;
   uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
@@ -310,6 +319,7 @@ class CentralFreeList {
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};
+  mutable std::atomic<size_t> filtered_batches_{0};
   std::atomic<size_t> own_run_objects_{0};
 };
 

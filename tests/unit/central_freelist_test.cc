@@ -488,7 +488,8 @@ TEST_F(CentralFreeListTest, SpansThatMakeTheSurplusRuleFireCallTheHook) {
 
 // Two distinct blocks whose numbers are a filter's width apart share a filter bit: the
 // second sends the batch to the exact scan, which finds no duplicate, and the batch is
-// parked as usual.
+// parked as usual. (The rest of the batch zig-zags, more runs than the check's proof
+// without the filter takes, so the filter is used.)
 TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   const size_t cl = SizeMap::ClassIndex(16);
   Init(cl);
@@ -510,12 +511,20 @@ TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   for (void* p : all)
     if (p != a && (number(p) - number(a)) % filter_bits == 0) b = p;
   ASSERT_NE(b, nullptr);
-  std::vector<void*> objs{a};
+  std::vector<void*> others;
   for (void* p : all)
-    if (objs.size() + 1 < static_cast<size_t>(batch) && p != a && p != b) objs.push_back(p);
-  objs.push_back(b);
+    if (others.size() + 2 < static_cast<size_t>(batch) && p != a && p != b) others.push_back(p);
+  std::sort(others.begin(), others.end());
+  std::vector<void*> objs{a, b};
+  for (size_t i = 0; i + 1 < others.size(); i += 2) {
+    objs.push_back(others[i + 1]);
+    objs.push_back(others[i]);
+  }
+  ASSERT_EQ(objs.size(), static_cast<size_t>(batch));
   const size_t scans = central_->exact_scans();
+  const size_t filtered = central_->filtered_batches();
   central_->InsertBatch(objs.data(), batch);
+  EXPECT_EQ(central_->filtered_batches(), filtered + 1);
   EXPECT_GE(central_->exact_scans(), scans + 1);
   EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
   std::vector<void*> rest;
@@ -525,6 +534,69 @@ TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   central_->FlushTransferCache();
   EXPECT_EQ(central_->num_spans(), 0u);
   central_->Verify();
+}
+
+// The batch check proves a batch free of duplicates without the filter when its runs of
+// rising or falling addresses cover ranges that do not overlap (objects in the order a
+// slab or span handed them out, or reversed); runs that overlap, or more than kMaxRuns
+// of them, go through the filter. Either way a batch of distinct blocks is parked.
+TEST_F(CentralFreeListTest, BatchesOfDisjointRunsNeedNoFilter) {
+  SizeMap::SetMaxBatch(64);
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+  ASSERT_EQ(batch, 64u);
+  std::vector<void*> fresh(4 * batch);
+  for (size_t i = 0; i < fresh.size(); i += batch)
+    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
+  std::sort(fresh.begin(), fresh.end());
+  std::vector<void*> back(batch);
+  auto park = [&](std::vector<void*> objs) {
+    ASSERT_EQ(objs.size(), batch);
+    std::set<void*> distinct(objs.begin(), objs.end());
+    ASSERT_EQ(distinct.size(), batch);
+    central_->InsertBatch(objs.data(), static_cast<int>(batch));
+    ASSERT_EQ(central_->transfer_objects(), batch);  // checked and parked
+    ASSERT_EQ(central_->RemoveBatch(back.data(), static_cast<int>(batch)), static_cast<int>(batch));
+  };
+  const size_t filtered = central_->filtered_batches();
+  // Rising, falling, a rising run followed by a falling one above it (across spans), and
+  // every other block (not neighbours, still a run).
+  park(std::vector<void*>(fresh.begin(), fresh.begin() + static_cast<long>(batch)));
+  park(std::vector<void*>(fresh.rbegin(), fresh.rbegin() + static_cast<long>(batch)));
+  std::vector<void*> two(fresh.begin(), fresh.begin() + static_cast<long>(batch / 2));
+  for (size_t i = 0; two.size() < batch; ++i) two.push_back(fresh[fresh.size() - 1 - i]);
+  park(two);
+  std::vector<void*> sparse;
+  for (size_t i = 0; i < batch; ++i) sparse.push_back(fresh[2 * i]);
+  park(sparse);
+  // kMaxRuns / 2 pairs (high, low), each above the one before, then a rising rest.
+  std::vector<void*> pairs;
+  for (size_t i = 0; i < CentralFreeList::kMaxRuns / 2; ++i) {
+    pairs.push_back(fresh[2 * i + 1]);
+    pairs.push_back(fresh[2 * i]);
+  }
+  for (size_t i = pairs.size(); pairs.size() < batch; ++i) pairs.push_back(fresh[i]);
+  park(pairs);
+  EXPECT_EQ(central_->filtered_batches(), filtered);
+  EXPECT_EQ(central_->exact_scans(), 0u);
+  // Two rising runs over the same range (interleaved halves): the filter decides.
+  std::vector<void*> interleaved;
+  for (size_t i = 0; i < batch; i += 2) interleaved.push_back(fresh[i]);
+  for (size_t i = 1; i < batch; i += 2) interleaved.push_back(fresh[i]);
+  park(interleaved);
+  EXPECT_EQ(central_->filtered_batches(), filtered + 1);
+  // Pairs all the way: batch / 2 runs, more than kMaxRuns.
+  std::vector<void*> zigzag;
+  for (size_t i = 0; zigzag.size() < batch; ++i) {
+    zigzag.push_back(fresh[2 * i + 1]);
+    zigzag.push_back(fresh[2 * i]);
+  }
+  park(zigzag);
+  EXPECT_EQ(central_->filtered_batches(), filtered + 2);
+  central_->InsertToSpans(fresh.data(), static_cast<int>(fresh.size()));
+  central_->Verify();
+  SizeMap::SetMaxBatch(32);
 }
 
 using CentralFreeListDeathTest = CentralFreeListTest;
@@ -646,6 +718,28 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceInAnArrayBatchCrashes) {
                "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
   objs[static_cast<size_t>(batch) - 1] = static_cast<char*>(objs[6]) + 8;
   EXPECT_DEATH(central_->InsertBatch(objs.data(), batch), "invalid pointer 0x[0-9a-f]+ \\(8 bytes into a block");
+}
+
+// A block twice in a row, and a block twice in a batch of pairs that zig-zag (runs of two
+// whose ranges overlap only where the duplicate is).
+TEST_F(CentralFreeListDeathTest, SameObjectTwiceInARowOrAmongManyRunsCrashes) {
+  Init(SizeMap::ClassIndex(64));
+  const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+  std::vector<void*> objs(batch);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), static_cast<int>(batch)), static_cast<int>(batch));
+  std::sort(objs.begin(), objs.end());
+  std::vector<void*> twice = objs;
+  twice[6] = twice[5];
+  EXPECT_DEATH(central_->InsertBatch(twice.data(), static_cast<int>(batch)),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+  std::vector<void*> zigzag;
+  for (size_t i = 0; zigzag.size() < batch; ++i) {
+    zigzag.push_back(objs[2 * i + 1]);
+    zigzag.push_back(objs[2 * i]);
+  }
+  zigzag[batch - 1] = zigzag[0];
+  EXPECT_DEATH(central_->InsertBatch(zigzag.data(), static_cast<int>(batch)),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
 }
 
 // The filter keeps the word it is filling in a register: a duplicate whose first copy
