@@ -96,6 +96,12 @@ void CentralFreeList::ChainEndedEarly(Source first, int n, int k) const {
   ChainEndsEarly(kIntoTransfer, n, k, k > 0 ? first.current() : nullptr);
 }
 
+uintptr_t CentralFreeList::BatchSpanBase(void* obj, bool one_page) const {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+  if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
+  return one_page ? addr & ~uintptr_t{kPageSize - 1} : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+}
+
 template <typename Source>
 void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // Each pointer must be a block start of this class, and none may be in the batch twice.
@@ -120,20 +126,23 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
   const uint64_t magic = division_magic_;
   const size_t limit = size_t{objects_per_span_} * size_;  // offsets of block starts are below it
-  auto span_base = [&](void* obj) __attribute__((always_inline)) {
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
-    if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_)) NotOfThisClass(obj, kIntoTransfer);
-    return one_page ? addr & ~uintptr_t{kPageSize - 1} : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
-  };
   if (n <= 0) return;
   if constexpr (std::is_same_v<Source, ChainSource>) {
     if (TCM_UNLIKELY(at.current() == nullptr)) ChainEndedEarly(first, n, 0);
   }
   // The span in use. The first object's is looked up before the loop: from any other
   // start, some pointer would be below limit from it and skip the class map.
-  uintptr_t base = span_base(at.current());
+  uintptr_t base = BatchSpanBase(at.current(), one_page);
   uintptr_t run_lo[kMaxRuns], run_hi[kMaxRuns];  // closed runs, as address ranges
   int runs = 0;
+  // Records the run from `from` to `to` (either way up); false when there is no room.
+  auto close_run = [&](uintptr_t from, uintptr_t to) __attribute__((always_inline)) {
+    if (runs == kMaxRuns) return false;
+    run_lo[runs] = from < to ? from : to;
+    run_hi[runs] = from < to ? to : from;
+    ++runs;
+    return true;
+  };
   // The current run's direction: 0 rising, all ones falling. A step that continues the
   // run is (step ^ falling) > 0 as a signed number; one against it, or none, is not.
   uintptr_t falling = 0;
@@ -149,15 +158,12 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
     size_t offset = addr - base;
     if (TCM_UNLIKELY(offset >= limit)) {
       // Another span (a new page), or past the span's last block, or not ours.
-      const uintptr_t next_base = span_base(obj);
+      const uintptr_t next_base = BatchSpanBase(obj, one_page);
       if (next_base != base) {
         base = next_base;
         offset = addr - base;
         // A new span starts a run.
-        if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
-        run_lo[runs] = run_first < prev ? run_first : prev;
-        run_hi[runs] = run_first < prev ? prev : run_first;
-        ++runs;
+        if (!close_run(run_first, prev)) return CheckObjectsFiltered(src, n, out);
         run_first = addr;
         prev = falling ? addr + 2 : addr - 1;
       }
@@ -170,10 +176,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
         falling = ~falling;  // a run's second object sets its direction
       } else {
         // A turn: the run ends at prev, the next starts here, guessing the old direction.
-        if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
-        run_lo[runs] = run_first < prev ? run_first : prev;
-        run_hi[runs] = run_first < prev ? prev : run_first;
-        ++runs;
+        if (!close_run(run_first, prev)) return CheckObjectsFiltered(src, n, out);
         run_first = addr;
       }
     }
@@ -182,10 +185,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
     at.advance();  // only once obj is known to be one of ours (a chain's link is read here)
   }
   if (runs > 0) {
-    if (runs == kMaxRuns) return CheckObjectsFiltered(src, n, out);
-    run_lo[runs] = run_first < prev ? run_first : prev;
-    run_hi[runs] = run_first < prev ? prev : run_first;
-    ++runs;
+    if (!close_run(run_first, prev)) return CheckObjectsFiltered(src, n, out);
     for (int a = 0; a < runs; ++a)
       for (int b = a + 1; b < runs; ++b)
         if (run_lo[a] <= run_hi[b] && run_lo[b] <= run_hi[a]) return CheckObjectsFiltered(src, n, out);
@@ -237,9 +237,7 @@ void CentralFreeList::CheckObjectsFiltered(Source& src, int n, void** out) const
     const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     const uintptr_t page = addr >> kPageShift;
     if (page != cached_page) {
-      if (TCM_UNLIKELY((addr >> kAddressBits) != 0 || pagemap_->ClassOf(addr) != cl_))
-        NotOfThisClass(obj, kIntoTransfer);
-      base = one_page ? page << kPageShift : pagemap_->GetSpan(PageId::FromPtr(obj))->start_addr();
+      base = BatchSpanBase(obj, one_page);
       mix = (base >> kPageShift) * objects;  // the number of the span's first block
       cached_page = page;
     }

@@ -291,6 +291,9 @@ class CentralFreeList {
   // source's are not: out is unused).
   template <typename Source>
   void CheckObjects(Source& src, int n, void** out) const;
+  // For the batch checks: crashes unless obj lies on a page of this class; returns the
+  // start of obj's span (its page, for a class of one-page spans).
+  TCM_ALWAYS_INLINE uintptr_t BatchSpanBase(void* obj, bool one_page) const;
   // The same checks with the duplicate filter, for batches whose runs (CheckObjects) do
   // not prove every pointer distinct.
   template <typename Source>

@@ -742,6 +742,25 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceInARowOrAmongManyRunsCrashes) {
                "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
 }
 
+// A block twice with a run of another span between the copies: the runs of the two spans
+// do not overlap, but the second copy's run (one block) lies inside the first span's.
+TEST_F(CentralFreeListDeathTest, SameObjectTwiceAcrossSpansCrashes) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  std::vector<void*> fresh((2 * per_span + batch - 1) / batch * batch);
+  for (size_t i = 0; i < fresh.size(); i += batch)
+    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
+  std::sort(fresh.begin(), fresh.end());
+  std::vector<void*> objs(fresh.begin(), fresh.begin() + static_cast<long>(batch / 2));  // span 1
+  for (size_t i = per_span; objs.size() + 1 < batch; ++i) objs.push_back(fresh[i]);     // span 2
+  objs.push_back(objs[5]);
+  ASSERT_NE(t_->pagemap.GetSpan(PageId::FromPtr(objs[0])), t_->pagemap.GetSpan(PageId::FromPtr(objs[batch - 2])));
+  EXPECT_DEATH(central_->InsertBatch(objs.data(), static_cast<int>(batch)),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+}
+
 // The filter keeps the word it is filling in a register: a duplicate whose first copy
 // lies in a word left behind (other blocks in between fell in another word) is still seen.
 TEST_F(CentralFreeListDeathTest, SameObjectTwiceAcrossFilterWordsCrashes) {
