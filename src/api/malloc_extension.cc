@@ -350,6 +350,12 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
   if (is("tcmalloc.central_shards")) return *value = static_cast<size_t>(g_central_shards), true;
+  if (is("tcmalloc.batch_check_batches") || is("tcmalloc.batch_check_filtered_batches")) {
+    const bool filtered = is("tcmalloc.batch_check_filtered_batches");
+    size_t sum = 0;
+    ForEachCentral([&](CentralFreeList& c, size_t) { sum += filtered ? c.filtered_batches() : c.checked_batches(); });
+    return *value = sum, true;
+  }
   if (strncmp(name, "tcmalloc.hugepage_", 18) == 0) {
     const HugePageSnapshot snap = TakeHugePageSnapshot();
     const HugePageStats& h = snap.pages;

@@ -70,6 +70,14 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   // their next allocations (central_freelist.h, "Kept spans").
   out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n",
               g_kept_spans.used() / kPageSize, ToMiB(g_kept_spans.used()), ToMiB(g_kept_spans.limit()));
+  // The hardening's batch check (central_freelist.h): batches proven free of duplicates by
+  // their runs, and those that needed the filter.
+  size_t checked = 0, filtered = 0;
+  ForEachCentral([&](const CentralFreeList& c, size_t) {
+    checked += c.checked_batches();
+    filtered += c.filtered_batches();
+  });
+  out->Printf("MALLOC:   %12zu              Batches checked (%zu through the duplicate filter)\n", checked, filtered);
   out->Printf("MALLOC:   %12zu              Tcmalloc page size\n", kPageSize);
   out->Printf("MALLOC:   %12.1f%%             Overhead (everything but bytes in use, of physical)\n",
               physical == 0 ? 0.0 : 100.0 * static_cast<double>(overhead) / static_cast<double>(physical));

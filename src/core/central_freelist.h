@@ -178,7 +178,9 @@ class CentralFreeList {
   static constexpr int kMaxRuns = 16;
   // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
   size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
-  // Batches the check sent to the duplicate filter (racy; for tests).
+  // Batches the check saw, and those it sent to the duplicate filter (racy counts, which
+  // may miss increments made at the same time on two CPUs: tcmalloc.batch_check_*).
+  size_t checked_batches() const { return checked_batches_.load(std::memory_order_relaxed); }
   size_t filtered_batches() const { return filtered_batches_.load(std::memory_order_relaxed); }
   // Objects InsertToSpans handled in its one-pass path (racy; for tests).
   size_t own_run_objects() const { return own_run_objects_.load(std::memory_order_relaxed); }
@@ -322,6 +324,7 @@ class CentralFreeList {
   uint32_t bitmap_words_ = 0;
   uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};
+  mutable std::atomic<size_t> checked_batches_{0};
   mutable std::atomic<size_t> filtered_batches_{0};
   std::atomic<size_t> own_run_objects_{0};
 };
