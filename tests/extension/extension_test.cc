@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -566,11 +567,20 @@ TEST(Properties, BytesInUseHoldStillWhileAnotherThreadRunsPasses) {
 
 TEST(Release, ReleaseToSystemReleasesAtLeastWhatWasAsked) {
   // 20 MiB: below the page heap's surplus trigger (PageHeap::kSurplusReserve), so the block
-  // stays free and backed until asked for.
-  free(malloc(20 << 20));
+  // stays free and backed until asked for: usually. The free also ticks the maintenance
+  // pass, and merged with a long-idle free neighbour the run can look idle and go at once
+  // (seen in about one full run of this program in ten, after the earlier tests). So the
+  // promise checked is the API's: at least what was asked, or all there was.
+  char* block = static_cast<char*>(malloc(20 << 20));
+  ASSERT_NE(block, nullptr);
+  memset(block, 1, 20 << 20);
+  free(block);
   const size_t before = Prop("tcmalloc.pageheap_unmapped_bytes");
-  Ext()->ReleaseToSystem(8 << 20);
-  EXPECT_GE(Prop("tcmalloc.pageheap_unmapped_bytes"), before + (8 << 20));
+  const size_t backed = Prop("tcmalloc.pageheap_free_bytes");
+  ASSERT_GE(backed, size_t{1} << 20) << "nothing free and backed to release: the test would prove nothing";
+  const size_t asked = 8 << 20;
+  Ext()->ReleaseToSystem(asked);
+  EXPECT_GE(Prop("tcmalloc.pageheap_unmapped_bytes"), before + std::min(asked, backed & ~size_t{8191}));
   Ext()->SetMemoryReleaseRate(3.5);
   EXPECT_DOUBLE_EQ(Ext()->GetMemoryReleaseRate(), 3.5);
   Ext()->SetMemoryReleaseRate(1.0);
