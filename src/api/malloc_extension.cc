@@ -353,7 +353,7 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.batch_check_batches") || is("tcmalloc.batch_check_filtered_batches")) {
     const bool filtered = is("tcmalloc.batch_check_filtered_batches");
     size_t sum = 0;
-    ForEachCentral([&](CentralFreeList& c, size_t) { sum += filtered ? c.filtered_batches() : c.checked_batches(); });
+    ForEachCentral([&](const CentralFreeList& c, size_t) { sum += filtered ? c.filtered_batches() : c.checked_batches(); });
     return *value = sum, true;
   }
   if (strncmp(name, "tcmalloc.hugepage_", 18) == 0) {
