@@ -175,13 +175,24 @@ class CentralFreeList {
   }
   // The batch check's proof that a batch holds no pointer twice (CheckObjects) splits it
   // into at most kMaxRuns runs.
-  static constexpr int kMaxRuns = 16;
+  static constexpr int kMaxRuns = 32;
+  // A run's steps are at most kRunJump blocks: a jump further starts a new run (a run
+  // stretched over a jump took in the range of runs that fill the gap later).
+  static constexpr size_t kRunJump = 16;
+  // Whether the batch check of arrays (per-CPU caches) takes four objects a step with AVX2
+  // vector instructions; on by Init where the CPU has them. Tests turn it off to cover the
+  // one-object loop; turning it on where the CPU lacks AVX2 leaves it off.
+  bool vector_check() const { return vector_check_; }
+  void SetVectorCheck(bool on);
+  static bool VectorCheckAvailable();  // the CPU has AVX2
   // Batches whose duplicate filter sent a pointer to the exact scan (racy; for tests).
   size_t exact_scans() const { return exact_scans_.load(std::memory_order_relaxed); }
   // Batches the check saw, and those it sent to the duplicate filter (racy counts, which
   // may miss increments made at the same time on two CPUs: tcmalloc.batch_check_*).
   size_t checked_batches() const { return checked_batches_.load(std::memory_order_relaxed); }
   size_t filtered_batches() const { return filtered_batches_.load(std::memory_order_relaxed); }
+  // Objects the vector step of the batch check passed (racy; for tests).
+  size_t vector_checked_objects() const { return vector_checked_objects_.load(std::memory_order_relaxed); }
   // Objects InsertToSpans handled in its one-pass path (racy; for tests).
   size_t own_run_objects() const { return own_run_objects_.load(std::memory_order_relaxed); }
 
@@ -229,6 +240,10 @@ class CentralFreeList {
     void* current() const { return *objs; }
     void advance() { ++objs; }
   };
+  // For CheckObjects at a turn (the run has two objects or more, so there is one before
+  // prev): that object; arrays only (a chain cannot look back).
+  static uintptr_t ObjectBeforePrev(const ArraySource& at) { return reinterpret_cast<uintptr_t>(at.objs[-2]); }
+  static uintptr_t ObjectBeforePrev(const ChainSource&) { return 0; }  // not called
   // The list whose transfer cache a whole batch starting with `first` should park in: the
   // shard that carved first's span when that is another shard with room, else this one.
   CentralFreeList* ParkingFor(const void* first);
@@ -318,6 +333,7 @@ class CentralFreeList {
   size_t free_objects_ = 0;
   size_t num_spans_ = 0;
   bool checks_ = false;  // set by Init; a zero default keeps g_central in .bss (start-up RSS)
+  bool vector_check_ = false;  // set by Init: the CPU has AVX2 (CheckObjects of arrays)
   size_t kept_reused_ = 0;  // kept spans taken back since the previous ReleaseKeptSpansBeyondDemand
   ByteBudget* kept_budget_ = nullptr;  // null: this list keeps no empty spans
   size_t kept_spans_ = 0;
@@ -326,6 +342,7 @@ class CentralFreeList {
   mutable std::atomic<size_t> exact_scans_{0};
   mutable std::atomic<size_t> checked_batches_{0};
   mutable std::atomic<size_t> filtered_batches_{0};
+  mutable std::atomic<size_t> vector_checked_objects_{0};
   std::atomic<size_t> own_run_objects_{0};
 };
 

@@ -114,6 +114,13 @@ constexpr std::array<uint64_t, kMaxClasses> DivisionMagics() {
   return m;
 }
 
+// ceil(2^32 / size), for the vectorised batch check's 32-bit block-start test.
+constexpr std::array<uint32_t, kMaxClasses> DivisionMagics32() {
+  std::array<uint32_t, kMaxClasses> m{};
+  for (size_t cl = 1; cl < kTable.count; ++cl) m[cl] = static_cast<uint32_t>(0xffffffffu / kTable.info[cl].size + 1);
+  return m;
+}
+
 constexpr std::array<uint16_t, kMaxClasses> InitialBatches() {
   std::array<uint16_t, kMaxClasses> b{};
   for (size_t cl = 0; cl < kTable.count; ++cl) b[cl] = kTable.info[cl].batch;
@@ -169,6 +176,15 @@ struct SizeMap {
   }
   // Whether size divides offset: the low half alone, one 64-bit multiplication.
   static TCM_ALWAYS_INLINE bool StartsObject(uint64_t magic, size_t offset) { return offset * magic < magic; }
+  // The same test in 32 bits, with ceil(2^32 / size): exact for offsets below 2^16 and sizes
+  // up to 2^16 (the numerator's and the divisor's bits add up to 32; Lemire et al. as
+  // above), which is what a 32-bit vector lane can multiply (CentralFreeList's batch check).
+  static constexpr uint32_t kSmallOffsetLimit = uint32_t{1} << 16;
+  static constexpr std::array<uint32_t, size_class_internal::kMaxClasses> kDivisionMagic32 =
+      size_class_internal::DivisionMagics32();
+  static TCM_ALWAYS_INLINE bool StartsObjectSmall(uint32_t magic32, uint32_t offset) {
+    return offset * magic32 < magic32;
+  }
   // Index of the object of class cl that contains byte `offset` of its span.
   static TCM_ALWAYS_INLINE size_t ObjectIndex(size_t cl, size_t offset) {
     return IndexByMagic(kDivisionMagic[cl], offset);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -488,8 +489,8 @@ TEST_F(CentralFreeListTest, SpansThatMakeTheSurplusRuleFireCallTheHook) {
 
 // Two distinct blocks whose numbers are a filter's width apart share a filter bit: the
 // second sends the batch to the exact scan, which finds no duplicate, and the batch is
-// parked as usual. (The rest of the batch zig-zags, more runs than the check's proof
-// without the filter takes, so the filter is used.)
+// parked as usual. (The rest of the batch is two runs over one range, so the check's
+// proof without the filter fails and the filter is used.)
 TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   const size_t cl = SizeMap::ClassIndex(16);
   Init(cl);
@@ -515,11 +516,11 @@ TEST_F(CentralFreeListTest, FilterCollisionOfDistinctBlocksIsNotADoubleFree) {
   for (void* p : all)
     if (others.size() + 2 < static_cast<size_t>(batch) && p != a && p != b) others.push_back(p);
   std::sort(others.begin(), others.end());
+  // The rest as two rising runs over the same range (even blocks, then odd ones): their
+  // ranges overlap, so the batch goes through the filter.
   std::vector<void*> objs{a, b};
-  for (size_t i = 0; i + 1 < others.size(); i += 2) {
-    objs.push_back(others[i + 1]);
-    objs.push_back(others[i]);
-  }
+  for (size_t i = 0; i < others.size(); i += 2) objs.push_back(others[i]);
+  for (size_t i = 1; i < others.size(); i += 2) objs.push_back(others[i]);
   ASSERT_EQ(objs.size(), static_cast<size_t>(batch));
   const size_t scans = central_->exact_scans();
   const size_t filtered = central_->filtered_batches();
@@ -578,6 +579,27 @@ TEST_F(CentralFreeListTest, BatchesOfDisjointRunsNeedNoFilter) {
   }
   for (size_t i = pairs.size(); pairs.size() < batch; ++i) pairs.push_back(fresh[i]);
   park(pairs);
+  // Segments of 8 blocks, more than kRunJump blocks apart, in no order of their own and
+  // either way up (the runs' ranges are sorted to be compared).
+  static_assert(32 - 8 > CentralFreeList::kRunJump);
+  std::vector<void*> shuffled;
+  for (size_t seg : {size_t{5}, size_t{1}, size_t{7}, size_t{0}, size_t{3}, size_t{6}, size_t{2}, size_t{4}})
+    for (size_t i = 0; i < 8; ++i) shuffled.push_back(fresh[32 * seg + (seg % 2 == 0 ? i : 7 - i)]);
+  park(shuffled);
+  // A rising run, a jump up, and falling blocks back into the gap: 0-53, 63, 62-54. The
+  // object after the jump starts the falling run (else the rising run's range would
+  // reach 63 and hold the falling one).
+  std::vector<void*> jump(fresh.begin(), fresh.begin() + 54);
+  for (size_t i = 63; i >= 54; --i) jump.push_back(fresh[i]);
+  park(jump);
+  // A rising run with a jump of more than kRunJump blocks in it, and a falling run in the
+  // gap: 0-9, 40-49, 30-20. Split at the jump, the runs do not overlap.
+  std::vector<void*> gap;
+  for (size_t i = 0; i < 10; ++i) gap.push_back(fresh[i]);
+  for (size_t i = 40; i < 50; ++i) gap.push_back(fresh[i]);
+  for (size_t i = 30; i >= 20; --i) gap.push_back(fresh[i]);
+  for (size_t i = 100; gap.size() < batch; ++i) gap.push_back(fresh[i]);
+  park(gap);
   EXPECT_EQ(central_->filtered_batches(), filtered);
   EXPECT_EQ(central_->exact_scans(), 0u);
   // Two rising runs over the same range (interleaved halves): the filter decides.
@@ -586,12 +608,13 @@ TEST_F(CentralFreeListTest, BatchesOfDisjointRunsNeedNoFilter) {
   for (size_t i = 1; i < batch; i += 2) interleaved.push_back(fresh[i]);
   park(interleaved);
   EXPECT_EQ(central_->filtered_batches(), filtered + 1);
-  // Pairs all the way: batch / 2 runs, more than kMaxRuns.
+  // Triples 1 0 2, 4 3 5, ... all the way: two disjoint runs a triple ([0, 1] and [2],
+  // [3, 4] and [5], ...), more than kMaxRuns in all.
+  static_assert(CentralFreeList::kMaxRuns < 64 * 2 / 3);
   std::vector<void*> zigzag;
-  for (size_t i = 0; zigzag.size() < batch; ++i) {
-    zigzag.push_back(fresh[2 * i + 1]);
-    zigzag.push_back(fresh[2 * i]);
-  }
+  for (size_t i = 0; zigzag.size() < batch; ++i)
+    for (size_t j : {size_t{1}, size_t{0}, size_t{2}})
+      if (zigzag.size() < batch) zigzag.push_back(fresh[3 * i + j]);
   park(zigzag);
   EXPECT_EQ(central_->filtered_batches(), filtered + 2);
   central_->InsertToSpans(fresh.data(), static_cast<int>(fresh.size()));
@@ -1002,6 +1025,124 @@ TEST_F(CentralFreeListDeathTest, DoubleFreeThroughAnotherShardCrashes) {
   EXPECT_DEATH(other.InsertRange(again[0], 3),
                "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
 }
+
+// ---- the batch check of arrays, four objects a step (AVX2) and one at a time ----
+
+// The vector step must accept exactly what the one-object loop accepts without a change of
+// its state, so both decide every batch alike: random batches of segments of a span's
+// blocks, rising or falling, over several spans, go through the duplicate filter in one
+// mode exactly when they do in the other (and are parked in both).
+TEST_F(CentralFreeListTest, VectorAndScalarBatchChecksDecideAlike) {
+  for (size_t size : {size_t{48}, size_t{256}, size_t{1024}}) {
+    const size_t cl = SizeMap::ClassIndex(size);
+    Init(cl);
+    if (!central_->vector_check()) GTEST_SKIP() << "the CPU has no AVX2: only the one-object loop runs";
+    const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+    std::vector<void*> fresh(16 * batch);
+    for (size_t i = 0; i < fresh.size(); i += batch)
+      ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
+    std::sort(fresh.begin(), fresh.end());
+    // Blocks in order: all but the first pass four at a time, except a group that enters
+    // another span (and the one to three at the end, should that group be taken alone).
+    size_t span_changes = 0;
+    for (size_t i = 1; i < batch; ++i)
+      span_changes += t_->pagemap.GetSpan(PageId::FromPtr(fresh[i])) != t_->pagemap.GetSpan(PageId::FromPtr(fresh[i - 1]));
+    const size_t vector_passed = central_->vector_checked_objects();
+    central_->InsertBatch(fresh.data(), static_cast<int>(batch));
+    ASSERT_EQ(central_->RemoveBatch(fresh.data(), static_cast<int>(batch)), static_cast<int>(batch));
+    std::sort(fresh.begin(), fresh.end());
+    EXPECT_GE(central_->vector_checked_objects(), vector_passed + batch - 1 - 4 * span_changes - 3) << size;
+    std::mt19937 rng(static_cast<unsigned>(size));
+    size_t filtered_batches[2] = {0, 0};
+    for (int round = 0; round < 2000; ++round) {
+      // Segments of 1-12 neighbouring blocks (from a random place, either way up), none
+      // used twice.
+      std::vector<char> used(fresh.size(), 0);
+      std::vector<void*> objs;
+      while (objs.size() < batch) {
+        const size_t start = rng() % fresh.size();
+        const size_t len = 1 + rng() % 12;
+        const bool falling = rng() % 2 == 1;
+        for (size_t j = 0; j < len && objs.size() < batch; ++j) {
+          const size_t i = falling ? start - j : start + j;
+          if (i >= fresh.size() || used[i]) break;
+          used[i] = 1;
+          objs.push_back(fresh[i]);
+        }
+      }
+      bool filtered[2];
+      for (int vector = 0; vector < 2; ++vector) {
+        central_->SetVectorCheck(vector == 1);
+        const size_t before = central_->filtered_batches();
+        central_->InsertBatch(objs.data(), static_cast<int>(batch));
+        ASSERT_EQ(central_->transfer_objects(), batch);
+        std::vector<void*> back(batch);
+        ASSERT_EQ(central_->RemoveBatch(back.data(), static_cast<int>(batch)), static_cast<int>(batch));
+        filtered[vector] = central_->filtered_batches() != before;
+        filtered_batches[vector] += filtered[vector];
+      }
+      ASSERT_EQ(filtered[0], filtered[1]) << "size " << size << ", round " << round;
+    }
+    // Both outcomes occurred (the batches are not all of one kind).
+    EXPECT_GT(filtered_batches[0], 0u) << size;
+    EXPECT_LT(filtered_batches[0], 2000u) << size;
+    central_->InsertToSpans(fresh.data(), static_cast<int>(fresh.size()));
+    central_->Verify();
+  }
+}
+
+class BatchCheckModeDeathTest : public CentralFreeListTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // A batch of neighbouring blocks of class `size`, rising, in the mode under test.
+  std::vector<void*> FreshBatch(size_t size) {
+    Init(SizeMap::ClassIndex(size));
+    central_->SetVectorCheck(GetParam());
+    const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+    std::vector<void*> objs(batch);
+    EXPECT_EQ(central_->RemoveBatch(objs.data(), static_cast<int>(batch)), static_cast<int>(batch));
+    std::sort(objs.begin(), objs.end());
+    return objs;
+  }
+  void InsertExpectingDeath(std::vector<void*> objs, const char* message) {
+    EXPECT_DEATH(central_->InsertBatch(objs.data(), static_cast<int>(objs.size())), message);
+  }
+};
+
+// Each kind of bad pointer at every place of a batch: the first object (checked one at a
+// time), every lane of the vector step's groups and the last group, which overlaps the one
+// before when the batch is not a multiple of four.
+TEST_P(BatchCheckModeDeathTest, MisuseAtEveryPlaceOfAnArrayBatchCrashes) {
+  if (GetParam() && !CentralFreeList::VectorCheckAvailable()) GTEST_SKIP() << "the CPU has no AVX2";
+  const std::vector<void*> objs = FreshBatch(48);
+  const size_t cl = SizeMap::ClassIndex(48);
+  ASSERT_EQ(central_->vector_check(), GetParam());
+  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(objs[0]));
+  void* const tail_waste = static_cast<char*>(span->start_ptr()) + SizeMap::ObjectsPerSpan(cl) * 48;
+  static void* not_ours[2] = {nullptr, nullptr};
+  for (size_t k = 0; k < objs.size(); ++k) {
+    SCOPED_TRACE(k);
+    std::vector<void*> bad = objs;
+    bad[k] = static_cast<char*>(objs[k]) + 16;
+    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block of size class");
+    bad[k] = &not_ours[0];
+    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(not a block of size class");
+    bad[k] = tail_waste;
+    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
+    if (k >= 1) {
+      bad[k] = objs[k - 1];  // twice in a row
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+    }
+    if (k >= 2) {
+      bad[k] = objs[k - 2];  // twice with one between: a turn, then overlapping runs
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(VectorOrNot, BatchCheckModeDeathTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "FourAStep" : "OneAtATime";
+                         });
 
 TEST(CentralShards, APowerOfTwoUpToTheCpusAndTheLimit) {
   EXPECT_EQ(CentralShardsFor(0), 1);

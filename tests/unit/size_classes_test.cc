@@ -65,6 +65,22 @@ TEST(SizeClasses, ExactObjectIndexIsTheQuotientAndSaysWhetherTheOffsetStartsABlo
   }
 }
 
+TEST(SizeClasses, TheThirtyTwoBitBlockStartTestIsExactBelowSixtyFourKiB) {
+  // The vectorised batch check relies on it for every offset below 2^16 of every class up
+  // to 64 KiB (spans of up to 64 KiB of blocks take that path).
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    const size_t size = SizeMap::ClassSize(cl);
+    if (size > SizeMap::kSmallOffsetLimit) continue;
+    const uint32_t magic32 = SizeMap::kDivisionMagic32[cl];
+    size_t failures = 0;
+    for (uint32_t off = 0; off < SizeMap::kSmallOffsetLimit && failures < 5; ++off)
+      if (SizeMap::StartsObjectSmall(magic32, off) != (off % size == 0)) {
+        ADD_FAILURE() << "class " << cl << " (" << size << " B) offset " << off;
+        ++failures;
+      }
+  }
+}
+
 TEST(SizeClasses, EightByteObjectsCostEightBytes) {
   // The design's space claim: N 8-byte objects take ~8N bytes, so 1..8 share an exact class.
   EXPECT_EQ(SizeMap::ClassSize(1), 8u);
