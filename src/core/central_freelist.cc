@@ -20,14 +20,15 @@ static constexpr const char* kIntoSpans = "free() (objects returning to their sp
 
 static inline bool TestBit(const uint64_t* bits, size_t i) { return (bits[i >> 6] >> (i & 63)) & 1; }
 
-// The batch check's common case, four objects a step: how many of objs[0, n) continue what the one-object loop of CheckObjects has seen up to objs[-1],
-// changing none of its state: each object lies within `limit` bytes of `base` (the span in
+// The batch check's common case, four objects a step: how many of objs[0, n) continue
+// what the one-object loop of CheckObjects has seen up to objs[-1] (which is read),
+// changing none of its state. Each object lies within `limit` bytes of `base` (the span in
 // use), starts a block there (the 32-bit block-start test: limit is at most 64 KiB), and
 // steps on from the object before it in the run's direction (falling: 0 rising, all ones
-// falling); objs[-1] is read. The one-object loop takes the first group of four that
-// does not. ~18
-// instructions a group against ~17 an object: the loop was most of the check's cost in
-// a producer-consumer program whose every object is freed remotely (xmalloc).
+// falling) by at most `jump` bytes. The one-object loop takes the first group of four that
+// does not. ~20 instructions a group against ~17 an object: that loop was most of the
+// check's cost in a producer-consumer program whose every object is freed remotely
+// (xmalloc).
 #if defined(__x86_64__)
 namespace {
 struct GroupTest {
@@ -188,8 +189,9 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // batch). The rest, and batches of more than kMaxRuns runs, go through the duplicate
   // filter (CheckObjectsFiltered), which also names the duplicate. Batches sent to the
   // filter (GetStats, "Batches checked"), per-CPU mode: binary trees (depth 18) under
-  // 0.1%, xmalloc 64 B 0.1-7% (256 B: 30-80%, batches of 128 from all over the heap, as
-  // before runs). Per-thread mode: binary trees (depth 16) 7.6%, xmalloc 5%.
+  // 0.1%, xmalloc 64 B 0-4% (256 B: 30-80%, batches of 128 from all over the heap with
+  // more than kMaxRuns runs, as before runs ended at jumps). Per-thread mode: binary trees
+  // (depth 16) 7.6%, xmalloc 5%.
   //
   // Arrays go four objects a step where the CPU has AVX2 (ContinuingObjects): ~5
   // instructions an object against ~17 one at a time (and the filter's ~30).
@@ -236,11 +238,11 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // of four go through ContinuingObjects while they change nothing here; the first group
   // that would is taken one object at a time, and the vector step tried again after it.
   int vector_at = n;
-  if constexpr (std::is_same_v<Source, ArraySource>) {
+  if constexpr (kArray) {
     if (vector_check_ && limit <= SizeMap::kSmallOffsetLimit) vector_at = 1;
   }
   for (int k = 0; k < n; ++k) {
-    if constexpr (std::is_same_v<Source, ArraySource>) {
+    if constexpr (kArray) {
       if (k == vector_at) {
         const int passed = ContinuingObjects(at.objs, n - k, base, static_cast<uint32_t>(limit),
                                              SizeMap::kDivisionMagic32[cl_], falling, static_cast<uint32_t>(jump));

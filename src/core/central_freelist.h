@@ -243,7 +243,8 @@ class CentralFreeList {
   // For CheckObjects at a turn (the run has two objects or more, so there is one before
   // prev): that object; arrays only (a chain cannot look back).
   static uintptr_t ObjectBeforePrev(const ArraySource& at) { return reinterpret_cast<uintptr_t>(at.objs[-2]); }
-  static uintptr_t ObjectBeforePrev(const ChainSource&) { return 0; }  // not called
+  // Never called (CheckObjects asks only for arrays); the branch that asks compiles for both.
+  static uintptr_t ObjectBeforePrev(const ChainSource&) { return 0; }
   // The list whose transfer cache a whole batch starting with `first` should park in: the
   // shard that carved first's span when that is another shard with room, else this one.
   CentralFreeList* ParkingFor(const void* first);
