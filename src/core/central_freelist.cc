@@ -20,13 +20,13 @@ static constexpr const char* kIntoSpans = "free() (objects returning to their sp
 
 static inline bool TestBit(const uint64_t* bits, size_t i) { return (bits[i >> 6] >> (i & 63)) & 1; }
 
-// The batch check's common case, four objects a step: how many of objs[0, n) continue
-// what the one-object loop of CheckObjects has seen up to objs[-1] (which is read),
-// changing none of its state. Each object lies within `limit` bytes of `base` (the span in
-// use), starts a block there (the 32-bit block-start test: limit is at most 64 KiB), and
-// steps on from the object before it in the run's direction (falling: 0 rising, all ones
-// falling) by at most `jump` bytes. The one-object loop takes the first group of four that
-// does not. ~20 instructions a group against ~17 an object: that loop was most of the
+// The batch check's common case, four objects a step: how many objects from objs[0] on
+// continue what the one-object loop of CheckObjects has seen up to objs[-1] (which is
+// read), changing none of its state. Each object lies within `limit` bytes of `base` (the
+// span in use), starts a block there (the 32-bit block-start test: limit is at most 64
+// KiB), and steps on from the object before it in the run's direction (falling: 0 rising,
+// all ones falling) by at most `jump` bytes. The one-object loop takes the first object
+// that does not. ~20 instructions a group against ~17 an object: that loop was most of the
 // check's cost in a producer-consumer program whose every object is freed remotely
 // (xmalloc).
 #if defined(__x86_64__)
@@ -36,8 +36,9 @@ struct GroupTest {
 };
 }  // namespace
 
-__attribute__((target("avx2"), always_inline)) static inline bool GroupContinues(const GroupTest& t,
-                                                                                 void* const* objs) {
+// The four lanes' verdicts: lane i all ones when objs[i] continues (see below).
+__attribute__((target("avx2"), always_inline)) static inline __m256i GroupVerdicts(const GroupTest& t,
+                                                                                   void* const* objs) {
   // Unsigned 64-bit order by the signed compare, both sides with the top bit flipped.
   const __m256i top_bit = _mm256_set1_epi64x(INT64_MIN);
   const __m256i addr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(objs));
@@ -52,7 +53,14 @@ __attribute__((target("avx2"), always_inline)) static inline bool GroupContinues
   const __m256i step = _mm256_xor_si256(_mm256_sub_epi64(addr, prev), t.direction);
   const __m256i onward =
       _mm256_cmpgt_epi64(t.biased_jump, _mm256_add_epi64(step, _mm256_set1_epi64x(INT64_MAX)));
-  return _mm256_testc_si256(_mm256_and_si256(_mm256_and_si256(in_span, starts), onward), _mm256_set1_epi64x(-1)) != 0;
+  return _mm256_and_si256(_mm256_and_si256(in_span, starts), onward);
+}
+
+// How many of the group's first objects continue, from its verdicts: 4 for all.
+__attribute__((target("avx2"), always_inline)) static inline int LeadingContinuing(__m256i verdicts) {
+  if (_mm256_testc_si256(verdicts, _mm256_set1_epi64x(-1))) return 4;
+  // By 32-bit halves: the block-start test decides the low half of a lane only.
+  return __builtin_ctz(~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(verdicts)))) / 2;
 }
 
 __attribute__((target("avx2"))) static int ContinuingObjects(void* const* objs, int n, uintptr_t base, uint32_t limit,
@@ -63,11 +71,17 @@ __attribute__((target("avx2"))) static int ContinuingObjects(void* const* objs, 
                     _mm256_set1_epi32(static_cast<int32_t>(magic32 - 1)),
                     _mm256_set1_epi64x(static_cast<int64_t>(falling)),
                     _mm256_set1_epi64x(static_cast<int64_t>(jump) ^ INT64_MIN)};
+  // The count ends at the first object that does not continue (a run's or a span's
+  // first, mostly), where the one-object loop takes over.
   int k = 0;
-  while (k + 4 <= n && GroupContinues(t, objs + k)) k += 4;
+  for (; k + 4 <= n; k += 4) {
+    const int passed = LeadingContinuing(GroupVerdicts(t, objs + k));
+    if (passed < 4) return k + passed;
+  }
   // One to three left: the last four, overlapping objects already passed (a pass is a
-  // property of an object and the one before it, so passing twice changes nothing).
-  if (k < n && k + 4 > n && n >= 4 && GroupContinues(t, objs + n - 4)) k = n;
+  // property of an object and the one before it, so passing twice changes nothing, and
+  // the first that does not continue is at k or later).
+  if (k < n && n >= 4) return n - 4 + LeadingContinuing(GroupVerdicts(t, objs + n - 4));
   return k;
 }
 
@@ -252,7 +266,12 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
                                       std::memory_order_relaxed);
         if (passed > 0) prev = reinterpret_cast<uintptr_t>(at.objs[-1]);
         if (k == n) break;
-        vector_at = k + 4;
+        // objs[k] does not continue. Groups may continue again once the one-object loop
+        // has taken it and, when it starts a run, the next one, which sets the run's
+        // direction (so one object when it is a run's second, guessed wrong). A step that
+        // passed nothing else waits four objects: batches in no order would otherwise
+        // try at every other one.
+        vector_at = k + (run_first == prev ? 1 : passed > 0 ? 2 : 4);
       }
     }
     void* const obj = at.current();
@@ -303,8 +322,24 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   }
   if (runs > 0) {
     if (!close_run(run_first, prev)) return CheckObjectsFiltered(src, n, out);
-    // Disjoint ranges, sorted by their low ends, each end below the next start. Sorted by
-    // insertion: a batch's runs mostly come in order, and there are few of them.
+    // Disjoint ranges. Up to four runs (a batch mostly holds 2-4: a long run through a page
+    // or two and a short one from elsewhere, in no fixed order) are compared pairwise with
+    // no branch on the outcome: sorting them mispredicted its branches a few times a batch.
+    if (runs <= 4) {
+      // The missing ones as empty ranges, which overlap nothing.
+      for (int a = runs; a < 4; ++a) {
+        run_lo[a] = UINTPTR_MAX;
+        run_hi[a] = 0;
+      }
+      const auto overlap = [&](int a, int b) __attribute__((always_inline)) {
+        return (run_lo[a] <= run_hi[b]) & (run_lo[b] <= run_hi[a]);
+      };
+      if ((overlap(0, 1) | overlap(0, 2) | overlap(0, 3) | overlap(1, 2) | overlap(1, 3) | overlap(2, 3)) != 0)
+        return CheckObjectsFiltered(src, n, out);
+      src = at;
+      return;
+    }
+    // More: sorted by their low ends (by insertion), each end below the next start.
     for (int a = 1; a < runs; ++a) {
       const uintptr_t lo = run_lo[a], hi = run_hi[a];
       int b = a;
