@@ -249,8 +249,9 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   uintptr_t run_first = reinterpret_cast<uintptr_t>(at.current());
   uintptr_t prev = run_first - 1;
   // Arrays: from the second object on (the vector step reads the object before), groups
-  // of four go through ContinuingObjects while they change nothing here; the first group
-  // that would is taken one object at a time, and the vector step tried again after it.
+  // of four go through ContinuingObjects while they change nothing here; from the first
+  // object that would, objects are taken one at a time until vector_at (below), where the
+  // vector step is tried again.
   int vector_at = n;
   if constexpr (kArray) {
     if (vector_check_ && limit <= SizeMap::kSmallOffsetLimit) vector_at = 1;
