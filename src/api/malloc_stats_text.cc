@@ -71,13 +71,17 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n",
               g_kept_spans.used() / kPageSize, ToMiB(g_kept_spans.used()), ToMiB(g_kept_spans.limit()));
   // The hardening's batch check (central_freelist.h): batches proven free of duplicates by
-  // their runs, and those that needed the filter.
-  size_t checked = 0, filtered = 0;
+  // their runs, those that needed the filter, and how many runs they split into.
+  size_t checked = 0, filtered = 0, by_runs[CentralFreeList::kRunsCounted] = {};
   ForEachCentral([&](const CentralFreeList& c, size_t) {
     checked += c.checked_batches();
     filtered += c.filtered_batches();
+    for (int i = 0; i < CentralFreeList::kRunsCounted; ++i) by_runs[i] += c.batches_with_runs(i);
   });
-  out->Printf("MALLOC:   %12zu              Batches checked (%zu through the duplicate filter)\n", checked, filtered);
+  static_assert(CentralFreeList::kRunsCounted == 5, "the line below names five counts");
+  out->Printf("MALLOC:   %12zu              Batches checked (%zu through the duplicate filter; in 1/2/3/4/5+ runs: "
+              "%zu/%zu/%zu/%zu/%zu)\n",
+              checked, filtered, by_runs[0], by_runs[1], by_runs[2], by_runs[3], by_runs[4]);
   out->Printf("MALLOC:   %12zu              Tcmalloc page size\n", kPageSize);
   out->Printf("MALLOC:   %12.1f%%             Overhead (everything but bytes in use, of physical)\n",
               physical == 0 ? 0.0 : 100.0 * static_cast<double>(overhead) / static_cast<double>(physical));

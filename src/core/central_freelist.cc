@@ -26,7 +26,7 @@ static inline bool TestBit(const uint64_t* bits, size_t i) { return (bits[i >> 6
 // span in use), starts a block there (the 32-bit block-start test: limit is at most 64
 // KiB), and steps on from the object before it in the run's direction (falling: 0 rising,
 // all ones falling) by at most `jump` bytes. The one-object loop takes the first object
-// that does not. ~20 instructions a group against ~17 an object: that loop was most of the
+// that does not. ~20 instructions a group against ~28 an object: that loop was most of the
 // check's cost in a producer-consumer program whose every object is freed remotely
 // (xmalloc).
 #if defined(__x86_64__)
@@ -208,7 +208,7 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
   // (depth 16) 7.6%, xmalloc 5%.
   //
   // Arrays go four objects a step where the CPU has AVX2 (ContinuingObjects): ~5
-  // instructions an object against ~17 one at a time (and the filter's ~30).
+  // instructions an object against ~28 one at a time (and the filter's ~30).
   const Source first = src;
   Source at = src;  // in a local, as in CheckObjectsFiltered
   const bool one_page = SizeMap::ClassPages(cl_) == 1;
@@ -321,13 +321,16 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
     if constexpr (std::is_same_v<Source, ChainSource>) out[k] = obj;
     at.advance();  // only once obj is known to be one of ours (a chain's link is read here)
   }
+  // Runs a batch splits into (the closed ones and the last): GetStats' batch-check line.
+  std::atomic<size_t>& by_runs = batches_by_runs_[runs < kRunsCounted ? runs : kRunsCounted - 1];
+  by_runs.store(by_runs.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (runs > 0) {
     if (!close_run(run_first, prev)) return CheckObjectsFiltered(src, n, out);
-    // Disjoint ranges. Up to four runs (a batch mostly holds 2-4: a long run through a page
-    // or two and a short one from elsewhere, in no fixed order) are compared pairwise with
-    // no branch on the outcome: sorting them mispredicted its branches a few times a batch.
     if (runs <= 4) {
-      // The missing ones as empty ranges, which overlap nothing.
+      // Disjoint ranges. Up to four runs (a batch mostly holds 2-4: a long run through a
+      // page or two and a short one from elsewhere, in no fixed order) are compared
+      // pairwise with no branch on the outcome: sorting them mispredicted its branches a
+      // few times a batch. The missing ones as empty ranges, which overlap nothing.
       for (int a = runs; a < 4; ++a) {
         run_lo[a] = UINTPTR_MAX;
         run_hi[a] = 0;
@@ -337,22 +340,21 @@ void CentralFreeList::CheckObjects(Source& src, int n, void** out) const {
       };
       if ((overlap(0, 1) | overlap(0, 2) | overlap(0, 3) | overlap(1, 2) | overlap(1, 3) | overlap(2, 3)) != 0)
         return CheckObjectsFiltered(src, n, out);
-      src = at;
-      return;
-    }
-    // More: sorted by their low ends (by insertion), each end below the next start.
-    for (int a = 1; a < runs; ++a) {
-      const uintptr_t lo = run_lo[a], hi = run_hi[a];
-      int b = a;
-      for (; b > 0 && run_lo[b - 1] > lo; --b) {
-        run_lo[b] = run_lo[b - 1];
-        run_hi[b] = run_hi[b - 1];
+    } else {
+      // More: sorted by their low ends (by insertion), each end below the next start.
+      for (int a = 1; a < runs; ++a) {
+        const uintptr_t lo = run_lo[a], hi = run_hi[a];
+        int b = a;
+        for (; b > 0 && run_lo[b - 1] > lo; --b) {
+          run_lo[b] = run_lo[b - 1];
+          run_hi[b] = run_hi[b - 1];
+        }
+        run_lo[b] = lo;
+        run_hi[b] = hi;
       }
-      run_lo[b] = lo;
-      run_hi[b] = hi;
+      for (int a = 1; a < runs; ++a)
+        if (run_lo[a] <= run_hi[a - 1]) return CheckObjectsFiltered(src, n, out);
     }
-    for (int a = 1; a < runs; ++a)
-      if (run_lo[a] <= run_hi[a - 1]) return CheckObjectsFiltered(src, n, out);
   }
   src = at;
 }

@@ -191,6 +191,11 @@ class CentralFreeList {
   // may miss increments made at the same time on two CPUs: tcmalloc.batch_check_*).
   size_t checked_batches() const { return checked_batches_.load(std::memory_order_relaxed); }
   size_t filtered_batches() const { return filtered_batches_.load(std::memory_order_relaxed); }
+  // Batches whose runs were counted (all but those of more than kMaxRuns runs) by their
+  // number of runs: [r - 1] for r = 1 .. kRunsCounted - 1, [kRunsCounted - 1] for more
+  // (racy; GetStats).
+  static constexpr int kRunsCounted = 5;
+  size_t batches_with_runs(int i) const { return batches_by_runs_[i].load(std::memory_order_relaxed); }
   // Objects the vector step of the batch check passed (racy; for tests).
   size_t vector_checked_objects() const { return vector_checked_objects_.load(std::memory_order_relaxed); }
   // Objects InsertToSpans handled in its one-pass path (racy; for tests).
@@ -344,6 +349,7 @@ class CentralFreeList {
   mutable std::atomic<size_t> checked_batches_{0};
   mutable std::atomic<size_t> filtered_batches_{0};
   mutable std::atomic<size_t> vector_checked_objects_{0};
+  mutable std::atomic<size_t> batches_by_runs_[kRunsCounted] = {};
   std::atomic<size_t> own_run_objects_{0};
 };
 

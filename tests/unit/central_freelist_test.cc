@@ -622,6 +622,49 @@ TEST_F(CentralFreeListTest, BatchesOfDisjointRunsNeedNoFilter) {
   SizeMap::SetMaxBatch(32);
 }
 
+// GetStats counts batches by the runs they split into (1, 2, 3, 4, 5 or more), the same
+// with the vector step on or off: a batch in address order is one run; one falling run,
+// another below it after a jump, and a rising one between them are three; eight segments
+// of four are more than four.
+TEST_F(CentralFreeListTest, BatchesAreCountedByTheirRuns) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
+  ASSERT_EQ(batch, 32u);
+  std::vector<void*> fresh(8 * batch);
+  for (size_t i = 0; i < fresh.size(); i += batch)
+    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
+  std::sort(fresh.begin(), fresh.end());
+  std::vector<void*> rising(fresh.begin(), fresh.begin() + static_cast<long>(batch));
+  std::vector<void*> three;
+  for (size_t i = 50; i >= 40; --i) three.push_back(fresh[i]);
+  for (size_t i = 11; i-- > 0;) three.push_back(fresh[i]);
+  for (size_t i = 20; i < 30; ++i) three.push_back(fresh[i]);
+  std::vector<void*> eight;
+  for (size_t seg = 0; seg < 8; ++seg)
+    for (size_t i = 0; i < 4; ++i) eight.push_back(fresh[32 * seg + i]);
+  ASSERT_EQ(three.size(), batch);
+  ASSERT_EQ(eight.size(), batch);
+  std::vector<void*> back(batch);
+  for (bool vector : {false, true}) {
+    SCOPED_TRACE(vector);
+    central_->SetVectorCheck(vector);
+    size_t before[CentralFreeList::kRunsCounted];
+    for (int i = 0; i < CentralFreeList::kRunsCounted; ++i) before[i] = central_->batches_with_runs(i);
+    for (const std::vector<void*>* objs : {&rising, &three, &eight}) {
+      central_->InsertBatch(objs->data(), static_cast<int>(batch));
+      ASSERT_EQ(central_->RemoveBatch(back.data(), static_cast<int>(batch)), static_cast<int>(batch));
+    }
+    EXPECT_EQ(central_->batches_with_runs(0), before[0] + 1);
+    EXPECT_EQ(central_->batches_with_runs(1), before[1]);
+    EXPECT_EQ(central_->batches_with_runs(2), before[2] + 1);
+    EXPECT_EQ(central_->batches_with_runs(3), before[3]);
+    EXPECT_EQ(central_->batches_with_runs(4), before[4] + 1);
+  }
+  central_->InsertToSpans(fresh.data(), static_cast<int>(fresh.size()));
+  central_->Verify();
+}
+
 using CentralFreeListDeathTest = CentralFreeListTest;
 
 TEST_F(CentralFreeListDeathTest, DoubleFreeOfAReleasedSpanCrashes) {
