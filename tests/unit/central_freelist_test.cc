@@ -1153,33 +1153,46 @@ class BatchCheckModeDeathTest : public CentralFreeListTest, public ::testing::Wi
 
 // Each kind of bad pointer at every place of a batch: the first object (checked one at a
 // time), every lane of the vector step's groups and the last group, which overlaps the one
-// before when the batch is not a multiple of four.
+// before when the batch is not a multiple of four. In address order, and in three runs
+// (0-9 rising, 31-22 falling after a jump, 10-21 rising after a turn), where the vector
+// step fails and resumes mid-batch: an object skipped at a resume would go unreported.
 TEST_P(BatchCheckModeDeathTest, MisuseAtEveryPlaceOfAnArrayBatchCrashes) {
   if (GetParam() && !CentralFreeList::VectorCheckAvailable()) GTEST_SKIP() << "the CPU has no AVX2";
-  const std::vector<void*> objs = FreshBatch(48);
+  const std::vector<void*> sorted = FreshBatch(48);
   const size_t cl = SizeMap::ClassIndex(48);
   ASSERT_EQ(central_->vector_check(), GetParam());
-  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(objs[0]));
+  ASSERT_EQ(sorted.size(), 32u);
+  std::vector<void*> three(sorted.begin(), sorted.begin() + 10);
+  for (size_t i = 31; i >= 22; --i) three.push_back(sorted[i]);
+  for (size_t i = 10; i < 22; ++i) three.push_back(sorted[i]);
+  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(sorted[0]));
   void* const tail_waste = static_cast<char*>(span->start_ptr()) + SizeMap::ObjectsPerSpan(cl) * 48;
   static void* not_ours[2] = {nullptr, nullptr};
-  for (size_t k = 0; k < objs.size(); ++k) {
-    SCOPED_TRACE(k);
-    std::vector<void*> bad = objs;
-    bad[k] = static_cast<char*>(objs[k]) + 16;
-    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block of size class");
-    bad[k] = &not_ours[0];
-    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(not a block of size class");
-    bad[k] = tail_waste;
-    InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
-    if (k >= 1) {
-      bad[k] = objs[k - 1];  // twice in a row
-      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
-    }
-    if (k >= 2) {
-      bad[k] = objs[k - 2];  // twice with one between: a turn, then overlapping runs
-      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+  const std::vector<void*>* const arrangements[] = {&sorted, &three};
+  for (const std::vector<void*>* objs : arrangements) {
+    SCOPED_TRACE(objs == &sorted ? "address order" : "three runs");
+    for (size_t k = 0; k < objs->size(); ++k) {
+      SCOPED_TRACE(k);
+      std::vector<void*> bad = *objs;
+      bad[k] = static_cast<char*>((*objs)[k]) + 16;
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block of size class");
+      bad[k] = &not_ours[0];
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(not a block of size class");
+      bad[k] = tail_waste;
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
+      if (k >= 1) {
+        bad[k] = (*objs)[k - 1];  // twice in a row
+        InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+      }
+      if (k >= 2) {
+        bad[k] = (*objs)[k - 2];  // twice with one between: a turn, then overlapping runs
+        InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
+      }
     }
   }
+  // The three-run batch itself is fine.
+  central_->InsertBatch(three.data(), static_cast<int>(three.size()));
+  EXPECT_EQ(central_->transfer_objects(), three.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(VectorOrNot, BatchCheckModeDeathTest, ::testing::Bool(),
