@@ -48,6 +48,17 @@ class CentralFreeListTest : public ::testing::Test {
     return got;
   }
 
+  // Takes n objects (a multiple of the transfer batch) from fresh spans a batch at a time,
+  // as a per-CPU refill would, and returns them in address order.
+  std::vector<void*> RemoveSorted(size_t n) {
+    const int batch = central_->transfer_cache()->batch();
+    std::vector<void*> objs(n);
+    for (size_t i = 0; i < n; i += static_cast<size_t>(batch))
+      EXPECT_EQ(central_->RemoveBatch(objs.data() + i, batch), batch);
+    std::sort(objs.begin(), objs.end());
+    return objs;
+  }
+
   // Links objs[from, to) into a chain and gives it back in one call.
   void Insert(const std::vector<void*>& objs, size_t from, size_t to) {
     if (from == to) return;
@@ -547,10 +558,7 @@ TEST_F(CentralFreeListTest, BatchesOfDisjointRunsNeedNoFilter) {
   Init(cl);
   const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
   ASSERT_EQ(batch, 64u);
-  std::vector<void*> fresh(4 * batch);
-  for (size_t i = 0; i < fresh.size(); i += batch)
-    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
-  std::sort(fresh.begin(), fresh.end());
+  const std::vector<void*> fresh = RemoveSorted(4 * batch);
   std::vector<void*> back(batch);
   auto park = [&](std::vector<void*> objs) {
     ASSERT_EQ(objs.size(), batch);
@@ -631,10 +639,7 @@ TEST_F(CentralFreeListTest, BatchesAreCountedByTheirRuns) {
   Init(cl);
   const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
   ASSERT_EQ(batch, 32u);
-  std::vector<void*> fresh(8 * batch);
-  for (size_t i = 0; i < fresh.size(); i += batch)
-    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
-  std::sort(fresh.begin(), fresh.end());
+  const std::vector<void*> fresh = RemoveSorted(8 * batch);
   std::vector<void*> rising(fresh.begin(), fresh.begin() + static_cast<long>(batch));
   std::vector<void*> three;
   for (size_t i = 50; i >= 40; --i) three.push_back(fresh[i]);
@@ -815,10 +820,7 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceAcrossSpansCrashes) {
   Init(cl);
   const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
   const size_t per_span = SizeMap::ObjectsPerSpan(cl);
-  std::vector<void*> fresh((2 * per_span + batch - 1) / batch * batch);
-  for (size_t i = 0; i < fresh.size(); i += batch)
-    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
-  std::sort(fresh.begin(), fresh.end());
+  const std::vector<void*> fresh = RemoveSorted((2 * per_span + batch - 1) / batch * batch);
   std::vector<void*> objs(fresh.begin(), fresh.begin() + static_cast<long>(batch / 2));  // span 1
   for (size_t i = per_span; objs.size() + 1 < batch; ++i) objs.push_back(fresh[i]);     // span 2
   objs.push_back(objs[5]);
@@ -832,10 +834,8 @@ TEST_F(CentralFreeListDeathTest, SameObjectTwiceAcrossSpansCrashes) {
 TEST_F(CentralFreeListDeathTest, SameObjectTwiceAcrossFilterWordsCrashes) {
   Init(SizeMap::ClassIndex(64));
   const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
-  std::vector<void*> fresh(4 * batch);
-  for (size_t i = 0; i < fresh.size(); i += batch)
-    ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
-  // Blocks leave a fresh span lowest address first: fresh[i] is block i of the first span,
+  const std::vector<void*> fresh = RemoveSorted(4 * batch);
+  // In address order, fresh[i] is block i of the first span,
   // so the second half of the batch is at least `batch` blocks (filter bits) further on.
   std::vector<void*> objs;
   for (size_t i = 0; i < batch / 2; ++i) objs.push_back(fresh[i]);
@@ -1081,10 +1081,7 @@ TEST_F(CentralFreeListTest, VectorAndScalarBatchChecksDecideAlike) {
     Init(cl);
     if (!central_->vector_check()) GTEST_SKIP() << "the CPU has no AVX2: only the one-object loop runs";
     const size_t batch = static_cast<size_t>(central_->transfer_cache()->batch());
-    std::vector<void*> fresh(16 * batch);
-    for (size_t i = 0; i < fresh.size(); i += batch)
-      ASSERT_EQ(central_->RemoveBatch(fresh.data() + i, static_cast<int>(batch)), static_cast<int>(batch));
-    std::sort(fresh.begin(), fresh.end());
+    std::vector<void*> fresh = RemoveSorted(16 * batch);
     // Blocks in order: all but the first pass four at a time, except a group that enters
     // another span (and the one to three at the end, should that group be taken alone).
     size_t span_changes = 0;
