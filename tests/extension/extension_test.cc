@@ -245,51 +245,64 @@ TEST(BatchCheck, ProducerConsumerAndTreeBatchesRarelyNeedTheFilter) {
   // consumer's CPU gives up parks in the transfer caches (checked on the way) and the
   // producer takes it back.
   constexpr size_t kChunk = 256, kChunks = 1600, kObjects = kChunk * kChunks;
-  size_t checked = Prop("tcmalloc.batch_check_batches");
-  size_t filtered = Prop("tcmalloc.batch_check_filtered_batches");
-  std::mutex mu;
-  std::condition_variable changed;
-  std::deque<std::vector<void*>> queue;
-  std::thread producer([&] {
-    uint64_t state = 1;
-    for (size_t c = 0; c < kChunks; ++c) {
-      std::vector<void*> chunk(kChunk);
-      for (void*& p : chunk) {
-        state = state * 6364136223846793005u + 1442695040888963407u;
-        p = malloc(32 + (state >> 33) % 33);  // 32-64 bytes: three classes interleaved
-      }
-      std::unique_lock<std::mutex> l(mu);
-      changed.wait(l, [&] { return queue.size() < 64; });
-      queue.push_back(std::move(chunk));
-      changed.notify_all();
-    }
-  });
-  std::thread consumer([&] {
-    for (size_t c = 0; c < kChunks; ++c) {
-      std::vector<void*> chunk;
-      {
+  // Returns the filtered share of one run's batches, in percent.
+  auto filtered_percent = [&]() -> double {
+    size_t checked = Prop("tcmalloc.batch_check_batches");
+    size_t filtered = Prop("tcmalloc.batch_check_filtered_batches");
+    std::mutex mu;
+    std::condition_variable changed;
+    std::deque<std::vector<void*>> queue;
+    std::thread producer([&] {
+      uint64_t state = 1;
+      for (size_t c = 0; c < kChunks; ++c) {
+        std::vector<void*> chunk(kChunk);
+        for (void*& p : chunk) {
+          state = state * 6364136223846793005u + 1442695040888963407u;
+          p = malloc(32 + (state >> 33) % 33);  // 32-64 bytes: three classes interleaved
+        }
         std::unique_lock<std::mutex> l(mu);
-        changed.wait(l, [&] { return !queue.empty(); });
-        chunk = std::move(queue.front());
-        queue.pop_front();
+        changed.wait(l, [&] { return queue.size() < 64; });
+        queue.push_back(std::move(chunk));
         changed.notify_all();
       }
-      for (void* p : chunk) free(p);
-    }
-  });
-  producer.join();
-  consumer.join();
-  size_t batches = Prop("tcmalloc.batch_check_batches") - checked;
-  size_t sent = Prop("tcmalloc.batch_check_filtered_batches") - filtered;
-  // At most 128 objects a batch: the remote frees crossed the check in batches.
-  ASSERT_GT(batches, kObjects / 128 / 2) << "the frees did not reach the batch check";
-  EXPECT_LE(sent * 10, batches) << sent << " of " << batches << " producer/consumer batches used the filter";
+    });
+    std::thread consumer([&] {
+      for (size_t c = 0; c < kChunks; ++c) {
+        std::vector<void*> chunk;
+        {
+          std::unique_lock<std::mutex> l(mu);
+          changed.wait(l, [&] { return !queue.empty(); });
+          chunk = std::move(queue.front());
+          queue.pop_front();
+          changed.notify_all();
+        }
+        for (void* p : chunk) free(p);
+      }
+    });
+    producer.join();
+    consumer.join();
+    size_t batches = Prop("tcmalloc.batch_check_batches") - checked;
+    size_t sent = Prop("tcmalloc.batch_check_filtered_batches") - filtered;
+    // At most 128 objects a batch: the remote frees crossed the check in batches.
+    EXPECT_GT(batches, kObjects / 128 / 2) << "the frees did not reach the batch check";
+    return batches == 0 ? 100.0 : 100.0 * static_cast<double>(sent) / static_cast<double>(batches);
+  };
+  // The share depends on how the two threads interleave: alone on 2 CPUs it is 0.3-2.3%
+  // a run, beside two or four busy loops 0.2-8.8% (150 runs in both modes), and CI's
+  // parallel ctest saw 10.2% and 11% once each. The median of three runs against 15%
+  // keeps a 2x margin below the broken checks' 29% and 40% and does not fail on a
+  // scheduler's bad run.
+  double share[3];
+  for (double& s : share) s = filtered_percent();
+  std::sort(share, share + 3);
+  EXPECT_LE(share[1], 15.0) << "median filtered share " << share[1] << "% of producer/consumer batches ("
+                            << share[0] << "%, " << share[1] << "%, " << share[2] << "%)";
 
-  checked = Prop("tcmalloc.batch_check_batches");
-  filtered = Prop("tcmalloc.batch_check_filtered_batches");
+  size_t checked = Prop("tcmalloc.batch_check_batches");
+  size_t filtered = Prop("tcmalloc.batch_check_filtered_batches");
   for (int i = 0; i < 8; ++i) FreeTree(MakeTree(16));  // 2^17 nodes, 2 MiB a tree
-  batches = Prop("tcmalloc.batch_check_batches") - checked;
-  sent = Prop("tcmalloc.batch_check_filtered_batches") - filtered;
+  const size_t batches = Prop("tcmalloc.batch_check_batches") - checked;
+  const size_t sent = Prop("tcmalloc.batch_check_filtered_batches") - filtered;
   ASSERT_GT(batches, 0u) << "the trees did not reach the batch check";
   // Per-thread mode's lists interleave the spans of a tree's nodes: most of its batches
   // need the filter there (66% in binary trees); per-CPU slabs keep their order.
