@@ -738,6 +738,7 @@ HeapTotals ComputeTotals() {
   // would make them count as in use meanwhile (mallinfo once read 254 KiB of a program's
   // just-freed 10 MiB as in use in CI). A pass due meanwhile is skipped, not waited for.
   SpinLockHolder no_pass(g_scavenger.pass_lock());
+  size_t span_records_unbacked = 0;
   {
     SpinLockHolder h(g_pageheap.lock());
     const PageHeapStats& s = g_pageheap.stats();
@@ -745,6 +746,7 @@ HeapTotals ComputeTotals() {
     t.pageheap_free_bytes = s.free_bytes;
     t.unmapped_bytes = s.unmapped_bytes;
     t.in_use_spans = s.in_use_spans;
+    span_records_unbacked = g_pageheap.record_totals().unbacked_bytes;
   }
   ForEachCentral([&t](const CentralFreeList& c, size_t cl) {
     // The tail of each span that holds no whole object belongs to the central list too:
@@ -756,8 +758,10 @@ HeapTotals ComputeTotals() {
   t.thread_cache_bytes = g_caches.TotalCachedBytes();
   t.cpu_cache_bytes = g_cpu_cache.TotalBytes();
   t.thread_caches = g_caches.count();
-  // Arena chunks, plus the class map's bytes that can be touched: one per managed page.
-  t.metadata_bytes = g_arena.bytes_reserved() + t.system_bytes / kPageSize;
+  // Arena chunks, plus the class map's bytes that can be touched: one per managed page;
+  // less the pages of span records and bitmaps that are not backed (released, or not used
+  // yet).
+  t.metadata_bytes = g_arena.bytes_reserved() - span_records_unbacked + t.system_bytes / kPageSize;
   size_t free_total = t.pageheap_free_bytes + t.unmapped_bytes + t.central_free_bytes +
                       t.transfer_cache_bytes + t.thread_cache_bytes + t.cpu_cache_bytes;
   t.in_use_bytes = t.system_bytes > free_total ? t.system_bytes - free_total : 0;
@@ -828,6 +832,7 @@ size_t ReleaseFreeMemory() {
     c.ReleaseKeptSpans();
   });
   SpinLockHolder h(g_pageheap.lock());
+  g_pageheap.ReleaseSpanRecords(/*keep_reserve=*/false);  // metadata, not counted as heap bytes released
   return g_pageheap.ReleaseAtLeastNPages(Length{~uintptr_t{0} >> 1}).bytes();
 }
 

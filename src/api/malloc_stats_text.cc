@@ -167,11 +167,13 @@ static void PrintPageHeapTable(Printer* out) {
 static void PrintMaintenance(Printer* out) {
   uint64_t surplus_releases, surplus_skips;
   size_t released_total;
+  PageHeap::RecordTotals records;
   {
     SpinLockHolder h(g_pageheap.lock());
     surplus_releases = g_pageheap.stats().surplus_releases;
     surplus_skips = g_pageheap.stats().surplus_skips;
     released_total = g_pageheap.stats().released_bytes_total;
+    records = g_pageheap.record_totals();
   }
   out->Printf("Maintenance: %llu passes (%.1f MiB released idle), %llu surplus releases (%llu held back:"
               " the program was cycling), %.1f MiB released in all; background thread %s\n",
@@ -179,6 +181,9 @@ static void PrintMaintenance(Printer* out) {
               static_cast<unsigned long long>(surplus_releases), static_cast<unsigned long long>(surplus_skips),
               ToMiB(released_total),
               g_scavenger.background_running() ? "running" : "off");
+  out->Printf("Span records: %zu in use, %zu bitmaps; %.1f KiB of their pages backed, %.1f KiB released in all\n",
+              records.span_records, records.bitmaps, static_cast<double>(records.backed_bytes) / 1024.0,
+              static_cast<double>(records.released_bytes) / 1024.0);
 }
 
 // The hugepage-aware page heap's view of its huge pages (2 MiB): how they are used, how much

@@ -113,6 +113,18 @@ void CentralFreeList::SetUp() {
   set_up(this);
 }
 
+// Every bitmap class's bitmap comes from one of the page heap's pools.
+static constexpr size_t MaxBitmapWords() {
+  size_t most = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) {
+    if (SizeMap::ClassSize(cl) < 16) continue;
+    const size_t words = (SizeMap::ObjectsPerSpan(cl) + 63) / 64;
+    if (words > most) most = words;
+  }
+  return most;
+}
+static_assert(MaxBitmapWords() <= PageHeap::kMaxBitmapWords);
+
 void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool checked, ByteBudget* kept_spans) {
   size_ = static_cast<uint32_t>(SizeMap::ClassSize(cl));
   objects_per_span_ = static_cast<uint32_t>(SizeMap::ObjectsPerSpan(cl));
@@ -486,24 +498,6 @@ void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
   return InsertRange(start, n);
 }
 
-uint64_t* CentralFreeList::TakeBitmap() {
-  if (bitmap_words_ == 0) return nullptr;
-  uint64_t* bits = spare_bitmaps_;
-  if (bits != nullptr) {
-    spare_bitmaps_ = reinterpret_cast<uint64_t*>(bits[0]);
-  } else {
-    bits = static_cast<uint64_t*>(heap_->arena()->Alloc(bitmap_words_ * sizeof(uint64_t), 16));
-    if (bits == nullptr) return nullptr;
-  }
-  __builtin_memset(bits, 0, bitmap_words_ * sizeof(uint64_t));
-  return bits;
-}
-
-void CentralFreeList::GiveBackBitmap(uint64_t* bits) {
-  bits[0] = reinterpret_cast<uint64_t>(spare_bitmaps_);
-  spare_bitmaps_ = bits;
-}
-
 void CentralFreeList::FlushTransferCache() {
   transfer_.Drain([this](void* const* objs, int n) { InsertToSpans(objs, n); });
 }
@@ -522,10 +516,16 @@ void CentralFreeList::PoisonNew(void* obj) {
 bool CentralFreeList::Populate() {
   lock_.Unlock();
   Span* span;
+  uint64_t* bits = nullptr;
   {
     SpinLockHolder h(heap_->lock());
     span = heap_->New(Length{SizeMap::ClassPages(cl_)});
-    if (span != nullptr) heap_->RegisterSizeClass(span, cl_);
+    if (span != nullptr) {
+      heap_->RegisterSizeClass(span, cl_);
+      // From the heap's pools (record_pool.h), whose pages go back to the OS once free:
+      // kept per list, the bitmaps of a 188 MiB heap of small objects (~0.5 MiB) stayed.
+      if (bitmap_words_ != 0) bits = heap_->NewBitmap(bitmap_words_);
+    }
   }
   if (span == nullptr) {
     lock_.Lock();
@@ -542,7 +542,7 @@ bool CentralFreeList::Populate() {
   span->owner = this;
   lock_.Lock();
   if (bitmap_words_ != 0) {
-    if ((span->free_bits = TakeBitmap()) != nullptr) {
+    if ((span->free_bits = bits) != nullptr) {
       for (uint32_t w = 0; w < objects_per_span_ / 64; ++w) span->free_bits[w] = ~uint64_t{0};
       if (objects_per_span_ % 64 != 0)
         span->free_bits[objects_per_span_ / 64] = (uint64_t{1} << (objects_per_span_ % 64)) - 1;
@@ -988,11 +988,7 @@ void CentralFreeList::Unlist(Span* span, Span** to_release) {
   SpanList::Remove(span);
   free_objects_ -= objects_per_span_;
   --num_spans_;
-  if (span->free_bits != nullptr) {
-    GiveBackBitmap(span->free_bits);
-    span->free_bits = nullptr;
-  }
-  span->objects = nullptr;
+  span->objects = nullptr;  // (the bitmap goes back with the span, in ReleaseSpans)
   span->next = *to_release;
   *to_release = span;
 }
@@ -1041,6 +1037,10 @@ void CentralFreeList::ReleaseSpans(Span* chain) {
     SpinLockHolder h(heap_->lock());
     while (chain != nullptr) {
       Span* next = chain->next;
+      if (chain->free_bits != nullptr) {
+        heap_->DeleteBitmap(chain->free_bits, bitmap_words_);
+        chain->free_bits = nullptr;
+      }
       heap_->Delete(chain);
       chain = next;
     }

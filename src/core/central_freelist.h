@@ -323,8 +323,6 @@ class CentralFreeList {
   void CheckObjectsFiltered(Source& src, int n, void** out) const;
   // Copies n objects of a chain to out (checked when checks are on), advancing src.
   void CollectChain(ChainSource& src, int n, void** out) const;
-  uint64_t* TakeBitmap();              // REQUIRES lock_ held; nullptr if out of metadata
-  void GiveBackBitmap(uint64_t* bits);  // REQUIRES lock_ held
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
   mutable SpinLock lock_;  // mutable: PrevFreedTwice reads bits under it
@@ -344,7 +342,6 @@ class CentralFreeList {
   ByteBudget* kept_budget_ = nullptr;  // null: this list keeps no empty spans
   size_t kept_spans_ = 0;
   uint32_t bitmap_words_ = 0;
-  uint64_t* spare_bitmaps_ = nullptr;  // bitmaps of released spans, linked through word 0
   mutable std::atomic<size_t> exact_scans_{0};
   mutable std::atomic<size_t> checked_batches_{0};
   mutable std::atomic<size_t> filtered_batches_{0};

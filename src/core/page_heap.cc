@@ -4,6 +4,35 @@
 
 namespace tcm {
 
+size_t PageHeap::ReleaseSpanRecords(bool keep_reserve) {
+  size_t released = span_alloc_.pool().Release(keep_reserve ? kSpanRecordReserve : 0);
+  for (RecordPool& p : bitmap_pools_) released += p.Release(keep_reserve ? kBitmapReserve : 0);
+  return released;
+}
+
+uint64_t* PageHeap::NewBitmap(size_t words) {
+  if (words == 0 || words > kMaxBitmapWords) return nullptr;
+  return static_cast<uint64_t*>(bitmap_pools_[words - 1].New(arena_, words * sizeof(uint64_t)));
+}
+
+void PageHeap::DeleteBitmap(uint64_t* bits, size_t words) { bitmap_pools_[words - 1].Delete(bits); }
+
+PageHeap::RecordTotals PageHeap::record_totals() const {
+  RecordTotals t;
+  auto add = [&t](const RecordPool& p) {
+    t.backed_bytes += p.backed_bytes();
+    t.unbacked_bytes += p.unbacked_bytes();
+    t.released_bytes += p.released_bytes();
+  };
+  add(span_alloc_.pool());
+  t.span_records = span_alloc_.pool().in_use();
+  for (const RecordPool& p : bitmap_pools_) {
+    add(p);
+    t.bitmaps += p.in_use();
+  }
+  return t;
+}
+
 Span* PageHeap::NewSpan(PageId start, Length len) {
   Span* s = span_alloc_.New(arena_);
   if (s == nullptr) return nullptr;

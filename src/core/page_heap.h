@@ -47,6 +47,7 @@
 #include "core/huge_page_tracker.h"
 #include "base/spinlock.h"
 #include "core/pagemap.h"
+#include "core/record_pool.h"
 #include "platform/stack_trace.h"
 #include "core/span.h"
 #include "core/span_tree.h"
@@ -116,6 +117,29 @@ class PageHeap {
   const HugePageTracker& hugepages() const { return huge_; }
 
   SpinLock* lock() { return &lock_; }
+
+  // Span records and the central lists' span bitmaps (record_pool.h): pages of records all
+  // free go back to the OS beyond a reserve (keep_reserve false: all of them). Returns the
+  // bytes released.
+  static constexpr size_t kSpanRecordReserve = 16;  // 64 KiB: ~580 spans for the next burst
+  static constexpr size_t kBitmapReserve = 2;       // a pool, for the classes in use
+  size_t ReleaseSpanRecords(bool keep_reserve = true);
+  const RecordPool& span_records() const { return span_alloc_.pool(); }
+  // A span's bitmap of `words` 64-bit words (zeroed), from a pool per word count; nullptr
+  // when out of metadata. REQUIRES lock() held, like DeleteBitmap.
+  static constexpr size_t kMaxBitmapWords = 16;
+  uint64_t* NewBitmap(size_t words);
+  void DeleteBitmap(uint64_t* bits, size_t words);
+  // Over the span records and every bitmap pool: pages backed, pages not backed (released
+  // or never used), bytes released in all, records in use.
+  struct RecordTotals {
+    size_t backed_bytes = 0;
+    size_t unbacked_bytes = 0;
+    size_t released_bytes = 0;
+    size_t span_records = 0;
+    size_t bitmaps = 0;
+  };
+  RecordTotals record_totals() const;
 
   // Where the heap's metadata comes from (the central lists take their span bitmaps there).
   Arena* arena() const { return arena_; }
@@ -305,7 +329,8 @@ class PageHeap {
   PageMap* pagemap_ = nullptr;
   SystemAllocator* system_ = nullptr;
   Arena* arena_ = nullptr;
-  MetadataFreeList<Span> span_alloc_;
+  TypedRecordPool<Span> span_alloc_;
+  RecordPool bitmap_pools_[kMaxBitmapWords];  // [words - 1]: records of `words` words
   SpanList normal_[kMaxPages];
   SpanList returned_[kMaxPages];
   // Bit len set: normal_[len] (returned_[len]) holds a run. Kept by InsertFree/RemoveFree.

@@ -112,6 +112,9 @@ size_t Scavenger::Maintain(uint64_t now) {
     if (idle != 0 && from_front > released)
       released +=
           heap_->ReleaseAtLeastNPages(Length::FromBytesRoundUp(from_front - released), false, &pass_start).bytes();
+    // Span records whose pages went all free with the runs merged above (a big heap
+    // emptied leaves one record a page it used: 2.8 MiB for 188 MiB of small objects).
+    heap_->ReleaseSpanRecords();
     ncollapse = heap_->TakeCollapseCandidates(collapse, kMaxCollapsePerPass);
   }
   // Outside the heap lock: a collapse copies what is resident into a new huge page.
