@@ -37,6 +37,12 @@ class RecordPoolTest : public ::testing::Test {
     EXPECT_NE(r, nullptr);
     return r;
   }
+  // Records filling `pages` whole pages, in the order New gave them.
+  std::vector<void*> FillPages(size_t pages) {
+    std::vector<void*> v;
+    for (size_t i = 0; i < pages * per_page_; ++i) v.push_back(New());
+    return v;
+  }
   Arena arena_;
   RecordPool pool_;
   const size_t per_page_ = RecordPool::RecordsPerPage(kRecord);
@@ -71,8 +77,7 @@ TEST_F(RecordPoolTest, RecordsAreZeroedAlignedDisjointAndNeverAPagesFirstWord) {
 
 TEST_F(RecordPoolTest, EmptyPagesGoBackToTheOsBeyondWhatIsKept) {
   constexpr size_t kPages = 100;
-  std::vector<void*> v;
-  for (size_t i = 0; i < kPages * per_page_; ++i) v.push_back(New());
+  std::vector<void*> v = FillPages(kPages);
   std::set<uintptr_t> pages;
   for (void* r : v) pages.insert(PageOf(r));
   ASSERT_EQ(pages.size(), kPages) << "records were not packed into whole pages";
@@ -118,8 +123,7 @@ TEST_F(RecordPoolTest, EmptyPagesGoBackToTheOsBeyondWhatIsKept) {
 
 TEST_F(RecordPoolTest, NewPrefersPagesInUseSoFreedOnesEmpty) {
   const size_t per = per_page_;
-  std::vector<void*> v;
-  for (size_t i = 0; i < 4 * per; ++i) v.push_back(New());
+  std::vector<void*> v = FillPages(4);
   // Page A loses one record, page B all of them: the next record comes from A, and B,
   // empty, stays empty (releasable) while A has room.
   const uintptr_t a = PageOf(v[0]), b = PageOf(v[per]);
@@ -144,8 +148,7 @@ TEST_F(RecordPoolTest, NewPrefersPagesInUseSoFreedOnesEmpty) {
 
 TEST_F(RecordPoolTest, NewFillsPagesWellInUseBeforeSparseOnes) {
   const size_t per = per_page_;
-  std::vector<void*> v;
-  for (size_t i = 0; i < 2 * per; ++i) v.push_back(New());
+  std::vector<void*> v = FillPages(2);
   const uintptr_t a = PageOf(v[0]), b = PageOf(v[per]);
   // A keeps one record (sparse), then B loses three (dense): records freed into A last
   // must not draw the next ones there, or A never empties.
