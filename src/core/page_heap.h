@@ -124,6 +124,11 @@ class PageHeap {
   static constexpr size_t kSpanRecordReserve = 16;  // 64 KiB: ~580 spans for the next burst
   static constexpr size_t kBitmapReserve = 2;       // a pool, for the classes in use
   size_t ReleaseSpanRecords(bool keep_reserve = true);
+  // Moves the records of free runs off sparse pages of records whose every record is a
+  // free run (they are the page heap's alone: lists, tree and pagemap), at most max_moves,
+  // so those pages empty and can be released. Returns the records moved.
+  size_t CompactSpanRecords(size_t max_moves);
+  static constexpr size_t kCompactMovesPerPass = 64;
   const RecordPool& span_records() const { return span_alloc_.pool(); }
   // A span's bitmap of `words` 64-bit words (zeroed), from a pool per word count; nullptr
   // when out of metadata. REQUIRES lock() held, like DeleteBitmap.

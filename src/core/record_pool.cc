@@ -67,6 +67,10 @@ void* RecordPool::New(Arena* arena, size_t record_bytes) {
     SetUpPage(p, record_bytes);  // released pages read as zeros: the page is set up again
     Move(p, State::kEmpty);
   }
+  return TakeFrom(p, record_bytes);
+}
+
+void* RecordPool::TakeFrom(PageInfo* p, size_t record_bytes) {
   void* r = p->free;
   p->free = *static_cast<void**>(r);
   ++p->used;
@@ -105,6 +109,38 @@ size_t RecordPool::Release(size_t keep_pages) {
   }
   released_bytes_ += released;
   return released;
+}
+
+
+size_t RecordPool::CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes) {
+  const size_t per_page = RecordsPerPage(record_bytes);
+  if (per_page > 64) return 0;
+  size_t n = 0;
+  for (PageInfo* p = sparse_.first; p != nullptr; p = p->next) {
+    if (p->used > max_used) continue;
+    if (n + p->used > max) break;
+    uint64_t free_slots = 0;
+    for (void* f = p->free; f != nullptr; f = *static_cast<void**>(f))
+      free_slots |= uint64_t{1} << ((static_cast<char*>(f) - p->page - kPageHeader) / record_bytes);
+    for (size_t i = 0; i < per_page; ++i)
+      if ((free_slots >> i & 1) == 0) out[n++] = p->page + kPageHeader + i * record_bytes;
+  }
+  return n;
+}
+
+void* RecordPool::NewForMove(size_t record_bytes) {
+  PageInfo* p = dense_.first;
+  if (p == nullptr) p = empty_.first;
+  if (p == nullptr && (p = unbacked_.first) != nullptr) {
+    SetUpPage(p, record_bytes);
+    Move(p, State::kEmpty);
+  }
+  return p == nullptr ? nullptr : TakeFrom(p, record_bytes);
+}
+
+bool RecordPool::OnSparsePage(const void* r) const {
+  const uintptr_t page = reinterpret_cast<uintptr_t>(r) & ~uintptr_t{kPageBytes - 1};
+  return (*reinterpret_cast<PageInfo* const*>(page))->state == State::kSparse;
 }
 
 }  // namespace tcm

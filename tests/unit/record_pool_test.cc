@@ -163,6 +163,45 @@ TEST_F(RecordPoolTest, NewFillsPagesWellInUseBeforeSparseOnes) {
   EXPECT_EQ(pool_.empty_pages(), 1u) << "A emptied";
 }
 
+TEST_F(RecordPoolTest, SparsePagesAreCollectedWholeAndMovesGoToPagesWellInUse) {
+  const size_t per = per_page_;
+  std::vector<void*> v = FillPages(4);
+  // Pages 0 and 1 keep 2 records each (sparse), page 2 loses one (dense), page 3 full.
+  std::vector<void*> left;
+  for (size_t i = 0; i < 2 * per; ++i) {
+    if (i % per < 2) left.push_back(v[i]);
+    else pool_.Delete(v[i]);
+  }
+  pool_.Delete(v[2 * per]);
+  std::vector<void*> found(8);
+  const size_t n = pool_.CollectSparse(found.data(), 8, 2, kRecord);
+  ASSERT_EQ(n, 4u);
+  found.resize(n);
+  std::sort(found.begin(), found.end());
+  std::sort(left.begin(), left.end());
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(found[i], left[i]);
+  found.resize(8);
+  EXPECT_EQ(pool_.CollectSparse(found.data(), 8, 1, kRecord), 0u) << "pages with more in use than asked";
+  EXPECT_EQ(pool_.CollectSparse(found.data(), 3, 2, kRecord), 2u) << "whole pages only";
+  EXPECT_TRUE(pool_.OnSparsePage(left[0]));
+  // A move goes to the dense page, never to a sparse one.
+  void* moved = pool_.NewForMove(kRecord);
+  ASSERT_NE(moved, nullptr);
+  EXPECT_EQ(PageOf(moved), PageOf(v[2 * per]));
+  EXPECT_FALSE(pool_.OnSparsePage(moved));
+  // Page 2 is full again and no page is empty: a move takes one of the block's untouched
+  // pages rather than a sparse one.
+  void* next = pool_.NewForMove(kRecord);
+  ASSERT_NE(next, nullptr);
+  EXPECT_NE(PageOf(next), PageOf(left[0]));
+  EXPECT_NE(PageOf(next), PageOf(left[2]));
+  pool_.Delete(moved);
+  pool_.Delete(next);
+  for (void* r : left) pool_.Delete(r);
+  for (size_t i = 2 * per + 1; i < 4 * per; ++i) pool_.Delete(v[i]);
+  EXPECT_EQ(pool_.in_use(), 0u);
+}
+
 // The page heap's span records: a heap of many one-page spans given back leaves its
 // records' pages releasable, and ReleaseSpanRecords gives them back.
 TEST(PageHeapSpanRecords, RecordsOfAFreedHeapGoBack) {
