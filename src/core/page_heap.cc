@@ -9,29 +9,23 @@ size_t PageHeap::CompactSpanRecords(size_t max_moves) {
   RecordPool& pool = span_alloc_.pool();
   void* found[kCompactMovesPerPass];
   if (max_moves > kCompactMovesPerPass) max_moves = kCompactMovesPerPass;
-  // Pages with at most a quarter of their records in use: worth emptying.
-  const size_t n = pool.CollectSparse(found, max_moves, RecordPool::RecordsPerPage(kRecordBytes) / 4, kRecordBytes);
+  // Pages with at most a quarter of their records in use, all of them free runs: those
+  // empty once their records move. Spans in use never move (central lists and lock-free
+  // readers hold them).
+  auto free_run = [](const void* r) { return static_cast<const Span*>(r)->location != Span::kInUse; };
+  const size_t n =
+      pool.CollectSparse(found, max_moves, RecordPool::RecordsPerPage(kRecordBytes) / 4, kRecordBytes, free_run);
   size_t moved = 0;
-  for (size_t first = 0; first < n;) {
-    // found[] holds whole pages, in order: [first, last) is one page.
-    const uintptr_t page = reinterpret_cast<uintptr_t>(found[first]) & ~uintptr_t{RecordPool::kPageBytes - 1};
-    size_t last = first;
-    bool all_free_runs = true;
-    for (; last < n && (reinterpret_cast<uintptr_t>(found[last]) & ~uintptr_t{RecordPool::kPageBytes - 1}) == page;
-         ++last)
-      all_free_runs = all_free_runs && static_cast<Span*>(found[last])->location != Span::kInUse;
-    for (size_t i = first; all_free_runs && i < last; ++i) {
-      auto* const s = static_cast<Span*>(found[i]);
-      auto* const t = static_cast<Span*>(pool.NewForMove(kRecordBytes));
-      if (t == nullptr) return moved;
-      RemoveFree(s);  // off its list or the tree: no links left in it
-      __builtin_memcpy(static_cast<void*>(t), s, sizeof(Span));
-      InsertFree(t);
-      RecordSpan(t);  // the pagemap now names t at both ends
-      DeleteSpan(s);
-      ++moved;
-    }
-    first = last;
+  for (size_t i = 0; i < n; ++i) {
+    auto* const s = static_cast<Span*>(found[i]);
+    auto* const t = static_cast<Span*>(pool.NewForMove(kRecordBytes));
+    if (t == nullptr) break;
+    RemoveFree(s);  // off its list or the tree: no links left in it
+    __builtin_memcpy(static_cast<void*>(t), s, sizeof(Span));
+    InsertFree(t);
+    RecordSpan(t);  // the pagemap now names t at both ends
+    DeleteSpan(s);
+    ++moved;
   }
   return moved;
 }

@@ -112,7 +112,8 @@ size_t RecordPool::Release(size_t keep_pages) {
 }
 
 
-size_t RecordPool::CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes) {
+size_t RecordPool::CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes,
+                                 bool (*movable)(const void*)) {
   const size_t per_page = RecordsPerPage(record_bytes);
   if (per_page > 64) return 0;
   size_t n = 0;
@@ -122,8 +123,18 @@ size_t RecordPool::CollectSparse(void** out, size_t max, size_t max_used, size_t
     uint64_t free_slots = 0;
     for (void* f = p->free; f != nullptr; f = *static_cast<void**>(f))
       free_slots |= uint64_t{1} << ((static_cast<char*>(f) - p->page - kPageHeader) / record_bytes);
-    for (size_t i = 0; i < per_page; ++i)
-      if ((free_slots >> i & 1) == 0) out[n++] = p->page + kPageHeader + i * record_bytes;
+    // A page with a record that cannot move would not empty: not worth moving the others
+    // (and the pages after it get their turn).
+    const size_t start = n;
+    for (size_t i = 0; i < per_page; ++i) {
+      if ((free_slots >> i & 1) != 0) continue;
+      void* const r = p->page + kPageHeader + i * record_bytes;
+      if (movable != nullptr && !movable(r)) {
+        n = start;
+        break;
+      }
+      out[n++] = r;
+    }
   }
   return n;
 }

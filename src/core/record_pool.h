@@ -71,9 +71,11 @@ class RecordPool {
   // Compaction, for an owner that can move some of its records (the page heap's free
   // runs): records that survive a big free stay scattered, one or two a page (300 live
   // span records held 900 KiB after a 300 MB heap was freed). Writes to out the records
-  // in use on sparse pages with at most max_used in use, whole pages only, at most max;
-  // returns how many. Returns 0 when a page holds more than 64 records of record_bytes.
-  size_t CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes);
+  // in use on sparse pages with at most max_used in use whose every record in use is
+  // movable(record), whole pages only, at most max; returns how many. Returns 0 when a
+  // page holds more than 64 records of record_bytes.
+  size_t CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes,
+                       bool (*movable)(const void*) = nullptr);
   // Like New, but never from a sparse page (a record moved there would pin it as well)
   // and never growing. nullptr when only sparse pages have room.
   void* NewForMove(size_t record_bytes);

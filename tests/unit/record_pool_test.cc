@@ -184,6 +184,14 @@ TEST_F(RecordPoolTest, SparsePagesAreCollectedWholeAndMovesGoToPagesWellInUse) {
   EXPECT_EQ(pool_.CollectSparse(found.data(), 8, 1, kRecord), 0u) << "pages with more in use than asked";
   EXPECT_EQ(pool_.CollectSparse(found.data(), 3, 2, kRecord), 2u) << "whole pages only";
   EXPECT_TRUE(pool_.OnSparsePage(left[0]));
+  // A page with a record that cannot move is skipped whole; the next page still counts.
+  static void* pinned;
+  pinned = left[0];
+  const size_t m = pool_.CollectSparse(found.data(), 8, 2, kRecord, [](const void* r) { return r != pinned; });
+  ASSERT_EQ(m, 2u);
+  const uintptr_t pinned_page = PageOf(pinned);
+  EXPECT_NE(PageOf(found[0]), pinned_page);
+  EXPECT_NE(PageOf(found[1]), pinned_page);
   // A move goes to the dense page, never to a sparse one.
   void* moved = pool_.NewForMove(kRecord);
   ASSERT_NE(moved, nullptr);
