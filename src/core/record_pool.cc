@@ -111,7 +111,6 @@ size_t RecordPool::Release(size_t keep_pages) {
   return released;
 }
 
-
 size_t RecordPool::CollectSparse(void** out, size_t max, size_t max_used, size_t record_bytes,
                                  bool (*movable)(const void*)) {
   const size_t per_page = RecordsPerPage(record_bytes);
@@ -147,11 +146,6 @@ void* RecordPool::NewForMove(size_t record_bytes) {
     Move(p, State::kEmpty);
   }
   return p == nullptr ? nullptr : TakeFrom(p, record_bytes);
-}
-
-bool RecordPool::OnSparsePage(const void* r) const {
-  const uintptr_t page = reinterpret_cast<uintptr_t>(r) & ~uintptr_t{kPageBytes - 1};
-  return (*reinterpret_cast<PageInfo* const*>(page))->state == State::kSparse;
 }
 
 }  // namespace tcm

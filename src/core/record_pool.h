@@ -79,8 +79,6 @@ class RecordPool {
   // Like New, but never from a sparse page (a record moved there would pin it as well)
   // and never growing. nullptr when only sparse pages have room.
   void* NewForMove(size_t record_bytes);
-  // Whether r's page is sparse (a moved record should leave it).
-  bool OnSparsePage(const void* r) const;
 
   size_t in_use() const { return in_use_; }
   size_t empty_pages() const { return empty_.count; }
