@@ -536,8 +536,8 @@ bool CentralFreeList::Populate() {
     char* p = static_cast<char*>(span->start_ptr());
     for (uint32_t i = 0; i < objects_per_span_; ++i, p += size_) PoisonNew(p);
   }
-  // The 8-byte class keeps a list: thread it now, before the lock.
-  if (bitmap_words_ == 0) ThreadList(span);
+  // The 8-byte class keeps a list, empty with every object still to be carved.
+  if (bitmap_words_ == 0) StartList(span);
   span->refcount = 0;
   span->owner = this;
   lock_.Lock();
@@ -547,7 +547,7 @@ bool CentralFreeList::Populate() {
       if (objects_per_span_ % 64 != 0)
         span->free_bits[objects_per_span_ / 64] = (uint64_t{1} << (objects_per_span_ % 64)) - 1;
     } else {
-      ThreadList(span);  // out of metadata: a list after all (rare; the lock is held)
+      StartList(span);  // out of metadata: a list after all (rare)
     }
   }
   nonempty_.PushFront(span);
@@ -556,12 +556,11 @@ bool CentralFreeList::Populate() {
   return true;
 }
 
-void CentralFreeList::ThreadList(Span* span) {
-  // In address order, so objects leave a fresh span as they lie.
-  char* p = static_cast<char*>(span->start_ptr());
-  span->objects = p;
-  for (uint32_t i = 1; i < objects_per_span_; ++i, p += size_) SetSpanLink(p, p + size_);
-  SetSpanLink(p, nullptr);
+void CentralFreeList::StartList(Span* span) {
+  // Nothing is written into the span: its objects are carved from the start as they are
+  // taken (TakeFromList), so a new span's pages are touched only by the objects handed out.
+  span->objects = nullptr;
+  span->carved = 0;
 }
 
 template <typename Sink>
@@ -621,15 +620,17 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
 
 template <typename Sink>
 void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
-  // Checked: every decoded link must be a block of this span (the head was checked as the
-  // link that led to it, or as the span was threaded).
+  // Freed objects first (their lines are likely still in a cache), then fresh ones carved
+  // in address order past `carved`, which were never handed out: nothing is read from or
+  // written to them. Checked: every decoded link must be a block of this span (the head
+  // was checked as the link that led to it).
   const bool checks = checks_;
   const uint64_t magic = division_magic_;
   const uintptr_t base = span->start_addr();
   const size_t limit = static_cast<size_t>(objects_per_span_) * size_;
   void* obj = span->objects;
-  for (int k = 0; k < take; ++k) {
-    if (TCM_UNLIKELY(obj == nullptr)) BadLink(span->objects, nullptr);  // the count says more
+  int k = 0;
+  for (; k < take && obj != nullptr; ++k) {
     void* const next = GetSpanLink(obj);
     if (checks && next != nullptr) {
       const size_t offset = reinterpret_cast<uintptr_t>(next) - base;  // wraps to huge below the span
@@ -640,6 +641,14 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
     obj = next;
   }
   span->objects = obj;
+  if (k == take) return;
+  const uint32_t carved = span->carved;
+  const uint32_t fresh = static_cast<uint32_t>(take - k);
+  // The count says more than the list and the fresh tail hold: the list was cut short.
+  if (TCM_UNLIKELY(fresh > objects_per_span_ - carved)) BadLink(span->objects, nullptr);
+  uintptr_t p = base + static_cast<uintptr_t>(carved) * size_;
+  for (; k < take; ++k, p += size_) sink(reinterpret_cast<void*>(p), got + k);
+  span->carved = carved + fresh;
 }
 
 int CentralFreeList::RemoveRange(void** start, void** end, int n) {
@@ -1076,10 +1085,12 @@ void CentralFreeList::Verify() {
         for (uint32_t i = 0; i < objects_per_span_; ++i) in_span += TestBit(s->free_bits, i);
         for (uint32_t i = objects_per_span_; i < bitmap_words_ * 64; ++i) TCM_CHECK(!TestBit(s->free_bits, i));
       } else {
+        TCM_CHECK(s->carved <= objects_per_span_);
+        in_span = objects_per_span_ - s->carved;  // never handed out
         for (void* o = s->objects; o != nullptr; o = GetSpanLink(o)) {
           TCM_CHECK(pagemap_->GetSpan(PageId::FromPtr(o)) == s);
           const size_t offset = static_cast<size_t>(static_cast<char*>(o) - static_cast<char*>(s->start_ptr()));
-          TCM_CHECK(offset % size_ == 0);
+          TCM_CHECK(offset % size_ == 0 && offset < size_t{s->carved} * size_);
           ++in_span;
           TCM_CHECK(in_span <= objects_per_span_);
         }

@@ -7,7 +7,9 @@
 // as a bitmap (Span::free_bits, one bit per object): they leave lowest address first, and
 // neither taking nor returning them reads or writes an object. The 8-byte class (a bitmap
 // would cost it 1.6% of its memory) and a span whose bitmap could not be allocated keep a
-// list linked through the objects.
+// list of freed objects linked through the objects, and carve the ones never handed out
+// from the span's start in address order (Span::carved): a new span is not threaded
+// through, so its memory is touched only as its objects are used.
 //
 // Hardening (checks_, on unless TCMALLOC_HARDENED=0): every batch a front end hands in is
 // checked object by object where it arrives (every Insert* entry point), off the
@@ -305,7 +307,7 @@ class CentralFreeList {
   template <typename Sink>
   void TakeFromList(Span* span, int take, int got, Sink sink);
   bool Populate();  // REQUIRES lock_ held; drops and re-takes it
-  void ThreadList(Span* span);  // links a fresh span's objects into its list
+  void StartList(Span* span);  // a new span without a bitmap: empty list, nothing carved
   [[noreturn]] TCM_NOINLINE void SpanHasNoneOut(void* obj) const;
   [[noreturn]] TCM_NOINLINE void AlreadyFreeInSpan(void* obj) const;
   void PoisonNew(void* obj);

@@ -8,6 +8,7 @@
 #include "core/freelist_link.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <set>
@@ -952,12 +953,60 @@ TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
 TEST_F(CentralFreeListTest, SpanListLinksAreNotPlainPointers) {
   Init(SizeMap::ClassIndex(8));
   std::vector<void*> objs;
-  ASSERT_EQ(Remove(1, &objs), 1);
-  // The span's remaining free objects are linked in address order from the next one on;
-  // what is stored in the first word is not the plain address of the next object.
-  char* next_free = static_cast<char*>(objs[0]) + 8;
-  EXPECT_NE(RawWord(next_free), static_cast<void*>(next_free + 8));
+  ASSERT_EQ(Remove(3, &objs), 3);
+  Insert(objs, 1, 3);  // objs[1] and objs[2] on the span's list, one linking to the other
+  EXPECT_TRUE(GetSpanLink(objs[1]) == objs[2] || GetSpanLink(objs[2]) == objs[1]);
+  // What is stored in the first word is not the plain address of the other object.
+  EXPECT_NE(RawWord(objs[1]), objs[2]);
+  EXPECT_NE(RawWord(objs[2]), objs[1]);
   central_->Verify();
+}
+
+// A span without a bitmap is not threaded through when it is carved: its objects leave in
+// address order as they are taken, freed ones first, and the rest of its memory is not
+// written. (Threading a new span wrote every object's first word, 1024 stores and both
+// pages of an 8-byte span before the first object was used.)
+TEST_F(CentralFreeListTest, ListSpansCarveObjectsAsTheyAreTaken) {
+  Init(SizeMap::ClassIndex(8));
+  const uint32_t per_span = static_cast<uint32_t>(SizeMap::ClassPages(cl_) * kPageSize / 8);
+  std::vector<void*> first;
+  ASSERT_EQ(Remove(1, &first), 1);
+  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(first[0]));
+  ASSERT_NE(span, nullptr);
+  char* const base = static_cast<char*>(span->start_ptr());
+  EXPECT_EQ(first[0], base);
+  // Give the span back with a pattern in its memory; the next span reuses its pages.
+  Insert(first, 0, 1);
+  ASSERT_EQ(central_->num_spans(), 0u);
+  memset(base, 0xab, SizeMap::ClassPages(cl_) * kPageSize);
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(100, &objs), 100);
+  ASSERT_EQ(objs[0], base) << "the page heap gave another run";
+  for (size_t i = 0; i < objs.size(); ++i) EXPECT_EQ(objs[i], base + 8 * i) << "address order";
+  for (uint32_t i = 100; i < per_span; ++i)
+    ASSERT_EQ(RawWord(base + 8 * i), reinterpret_cast<void*>(~uintptr_t{0} / 0xff * 0xab)) << "object " << i << " written";
+  central_->Verify();
+  // Freed objects leave before fresh ones; then carving goes on where it stopped.
+  Insert(objs, 10, 20);
+  std::vector<void*> more;
+  ASSERT_EQ(Remove(15, &more), 15);
+  std::set<void*> freed(objs.begin() + 10, objs.begin() + 20);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(freed.count(more[i]), 1u) << i;
+  for (size_t i = 10; i < 15; ++i) EXPECT_EQ(more[i], base + 8 * (100 + i - 10)) << i;
+  central_->Verify();
+  // The rest of the span, then a second span: every object once, the span full.
+  std::vector<void*> rest;
+  const int left = static_cast<int>(per_span - 105);
+  while (static_cast<int>(rest.size()) < left + 1) ASSERT_GT(Remove(left + 1 - static_cast<int>(rest.size()), &rest), 0);
+  std::vector<void*> all(objs.begin(), objs.begin() + 10);
+  all.insert(all.end(), objs.begin() + 20, objs.end());
+  all.insert(all.end(), more.begin(), more.end());
+  all.insert(all.end(), rest.begin(), rest.end());
+  CheckObjects(all);
+  EXPECT_EQ(central_->num_spans(), 2u);
+  central_->Verify();
+  for (size_t i = 0; i < all.size(); ++i) Insert(all, i, i + 1);
+  EXPECT_EQ(central_->num_spans(), 0u);
 }
 
 // Classes from 16 bytes keep a span's free objects as a bitmap: nothing is read from a
