@@ -622,13 +622,19 @@ template <typename Sink>
 void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
   // Freed objects first (their lines are likely still in a cache), then fresh ones carved
   // in address order past `carved`, which were never handed out: nothing is read from or
-  // written to them. Checked: every decoded link must be a block of this span (the head
-  // was checked as the link that led to it).
+  // written to them. Checked: every decoded link must be a block of this span that was
+  // carved already (the head was checked as the link that led to it); a forged link to an
+  // uncarved one would hand that block out twice.
   const bool checks = checks_;
   const uint64_t magic = division_magic_;
   const uintptr_t base = span->start_addr();
-  const size_t limit = static_cast<size_t>(objects_per_span_) * size_;
+  const uint32_t carved = span->carved;
+  const size_t limit = static_cast<size_t>(carved) * size_;
+  // The list holds every carved object that is not out: a list that ends before that was
+  // cut short (a link overwritten with an encoded null), whichever objects are wanted.
+  const uint32_t on_list = carved - span->refcount;
   void* obj = span->objects;
+  void* last = nullptr;
   int k = 0;
   for (; k < take && obj != nullptr; ++k) {
     void* const next = GetSpanLink(obj);
@@ -638,15 +644,15 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
     }
     StoreWord(obj, 0);  // no link to another object leaves with it (the heap checker scans them)
     sink(obj, got + k);
+    last = obj;
     obj = next;
   }
   span->objects = obj;
   if (k == take) return;
-  const uint32_t carved = span->carved;
+  if (TCM_UNLIKELY(static_cast<uint32_t>(k) != on_list)) BadLink(last, nullptr);
   const uint32_t fresh = static_cast<uint32_t>(take - k);
-  // The count says more than the list and the fresh tail hold: the list was cut short.
-  if (TCM_UNLIKELY(fresh > objects_per_span_ - carved)) BadLink(span->objects, nullptr);
-  uintptr_t p = base + static_cast<uintptr_t>(carved) * size_;
+  // TakeFromSpans takes no more than the span's free count, which the tail then holds.
+  uintptr_t p = base + limit;
   for (; k < take; ++k, p += size_) sink(reinterpret_cast<void*>(p), got + k);
   span->carved = carved + fresh;
 }

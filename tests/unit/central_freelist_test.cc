@@ -950,6 +950,40 @@ TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
       "corrupted free list of size class [0-9]+ \\(8 bytes\\): the free block 0x[0-9a-f]+ links to 0x[0-9a-f]+");
 }
 
+// A use-after-free that forges an encoded link (the secret leaked, or a stale link copied)
+// to a block of the span that was never handed out: that block would leave twice, once as
+// the link and once when carving reaches it.
+TEST_F(CentralFreeListDeathTest, SpanListLinkToAnUncarvedBlockCrashesOnRemoval) {
+  Init(SizeMap::ClassIndex(8));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  Insert(objs, 1, 8);  // objs[1..7] on the span's list; objects from the 9th on never carved
+  for (size_t i = 1; i < 8; ++i) SetSpanLink(objs[i], static_cast<char*>(objs[0]) + 8 * 100);
+  EXPECT_DEATH(
+      {
+        std::vector<void*> more;
+        Remove(16, &more);
+      },
+      "corrupted free list of size class [0-9]+ \\(8 bytes\\): the free block 0x[0-9a-f]+ links to 0x[0-9a-f]+");
+}
+
+// A list cut short (a link overwritten with an encoded null) loses the blocks after the cut;
+// it is caught when the list ends before the count of blocks on it, not only once the
+// span's uncarved tail cannot make up for them.
+TEST_F(CentralFreeListDeathTest, SpanListCutShortCrashesOnRemoval) {
+  Init(SizeMap::ClassIndex(8));
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  Insert(objs, 1, 8);
+  for (size_t i = 1; i < 8; ++i) SetSpanLink(objs[i], nullptr);  // the list is its head alone
+  EXPECT_DEATH(
+      {
+        std::vector<void*> more;
+        Remove(4, &more);
+      },
+      "corrupted free list of size class [0-9]+ \\(8 bytes\\): the free block 0x[0-9a-f]+ links to \\(nil\\)");
+}
+
 TEST_F(CentralFreeListTest, SpanListLinksAreNotPlainPointers) {
   Init(SizeMap::ClassIndex(8));
   std::vector<void*> objs;
