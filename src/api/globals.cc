@@ -28,10 +28,11 @@ CentralFreeList& CentralForCaller(size_t cl) {
   return CentralOf(g_central, g_central_shards, os::RseqCurrentCpu(), cl);
 }
 
-// Shards other than 0 are set up when a thread on one of their CPUs first needs them
-// (CentralOf): a shard's lists are ~26 KiB of static data that would otherwise be written,
-// and stay resident, in every process at start-up.
-static constinit SpinLock g_shard_set_up_lock;
+// Every list is set up when a thread first needs it (CentralOf), shard 0's too: a list is
+// ~480 bytes of static data, and setting up all of a shard at once wrote (and kept
+// resident) 11 pages in every process, 44 KiB, where a program that uses a few classes
+// now writes a page or two. The lock makes a list's set-up happen once.
+static constinit SpinLock g_list_set_up_lock;
 
 // The empty one-page spans the central lists may keep for their next allocations
 // (central_freelist.h, "Kept spans"), all lists together: 4 MiB a shard held the spans of
@@ -40,13 +41,12 @@ static constinit SpinLock g_shard_set_up_lock;
 static constexpr size_t kKeptSpanBytesPerShard = size_t{4} << 20;
 constinit ByteBudget g_kept_spans;
 
-static void SetUpShardOf(const CentralFreeList* list) {
-  const size_t shard = static_cast<size_t>(list - g_central) / kNumClasses;
-  SpinLockHolder h(&g_shard_set_up_lock);
-  for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    CentralFreeList& c = g_central[shard * kNumClasses + cl];
-    if (!c.ready()) c.Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
-  }
+static void SetUpList(const CentralFreeList* list) {
+  const size_t index = static_cast<size_t>(list - g_central);
+  SpinLockHolder h(&g_list_set_up_lock);
+  CentralFreeList& c = g_central[index];
+  if (!c.ready())
+    c.Init(static_cast<uint8_t>(index % kNumClasses), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
 }
 constinit ThreadCacheRegistry g_caches;
 constinit CpuCache g_cpu_cache;
@@ -79,7 +79,7 @@ static void KeptSpansOut() {
 static constinit SpinLock g_init_lock;
 static std::atomic<bool> g_initialized{false};
 
-// Lock order (outermost first): registry, per-CPU caches by CPU, shard set-up, central
+// Lock order (outermost first): registry, per-CPU caches by CPU, list set-up, central
 // lists by shard and class (none is ever taken under another), page heap, samples,
 // guarded pool, arena.
 // Transfer-cache locks are leaves (nothing is taken under them, and they are never taken
@@ -87,7 +87,7 @@ static std::atomic<bool> g_initialized{false};
 void LockAll() {
   g_caches.lock()->Lock();
   g_cpu_cache.LockAll();
-  g_shard_set_up_lock.Lock();  // no shard becomes ready (or half ready) across fork
+  g_list_set_up_lock.Lock();  // no list becomes ready (or half ready) across fork
   ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Lock(); });
   g_pageheap.lock()->Lock();
   g_samples.lock()->Lock();
@@ -103,7 +103,7 @@ void UnlockAll() {
   g_samples.lock()->Unlock();
   g_pageheap.lock()->Unlock();
   ForEachCentral([](CentralFreeList& c, size_t) { c.lock()->Unlock(); });
-  g_shard_set_up_lock.Unlock();
+  g_list_set_up_lock.Unlock();
   g_cpu_cache.UnlockAll();
   g_caches.lock()->Unlock();
 }
@@ -118,7 +118,7 @@ void ResetLocksInChild() {
     c.ResetLockAfterFork();
     c.transfer_cache()->ResetLockAfterFork();
   });
-  g_shard_set_up_lock.ResetAfterFork();
+  g_list_set_up_lock.ResetAfterFork();
   g_caches.ResetLockAfterFork();
   g_cpu_cache.ResetLocksAfterFork();
   g_kept_sweep_running.store(false, std::memory_order_relaxed);  // the sweeping thread is gone
@@ -188,9 +188,7 @@ void EnsureInitialized() {
   // The free-list secret before the first object is linked (freelist_link.h).
   InitLinkSecret(os::Random64());
   g_kept_spans.Init(kKeptSpanBytesPerShard * static_cast<size_t>(g_central_shards));
-  for (size_t cl = 1; cl < kNumClasses; ++cl)
-    g_central[cl].Init(static_cast<uint8_t>(cl), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
-  SetCentralSetUp(&SetUpShardOf);
+  SetCentralSetUp(&SetUpList);
   SetSurplusReleased(&KeptSpansOut);
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.

@@ -5,7 +5,7 @@
 
 namespace tcm {
 
-Block FindBlock(const PageMap& pagemap, uintptr_t addr) {
+Block FindBlock(const PageMap& pagemap, uintptr_t addr) noexcept {
   if (addr == 0 || (addr >> kAddressBits) != 0) return Block{};
   Span* span = pagemap.GetSpan(PageId::FromAddr(addr));
   if (span == nullptr || span->location != Span::kInUse) return Block{};

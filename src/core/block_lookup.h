@@ -37,7 +37,7 @@ struct Block {
 };
 
 // The block containing addr, or Block{} (found() == false).
-Block FindBlock(const PageMap& pagemap, uintptr_t addr);
+Block FindBlock(const PageMap& pagemap, uintptr_t addr) noexcept;
 
 }  // namespace tcm
 

@@ -93,8 +93,8 @@ class CentralFreeList;
 // The list of class cl in the shard of `cpu` (-1: not known, shard 0), in an array laid out
 // [shard][class] of `shards` shards (a power of two). A list not set up yet (ready() false)
 // is set up first, by the function SetCentralSetUp installed: the composition root sets up
-// shard 0 at start and the others on first use, so a program that never runs on another
-// shard's CPUs never writes (and keeps resident) those lists.
+// each list on its first use, so a program never writes (and keeps resident) the lists of
+// classes it does not use or of shards whose CPUs it never runs on.
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl);
 using CentralSetUp = void (*)(const CentralFreeList* list);  // which list: sets up its shard
 void SetCentralSetUp(CentralSetUp set_up);

@@ -22,7 +22,7 @@ size_t SystemAllocator::total_bytes() const {
   return t;
 }
 
-void SystemAllocator::SetUserSource(UserAllocFn fn, void* ctx) {
+void SystemAllocator::SetUserSource(UserAllocFn fn, void* ctx) noexcept {
   SpinLockHolder h(&lock_);
   user_fn_ = fn;
   user_ctx_ = ctx;

@@ -76,7 +76,7 @@ class SystemAllocator {
   size_t total_bytes() const;
   static const char* SourceName(Source s);
 
-  void SetUserSource(UserAllocFn fn, void* ctx);
+  void SetUserSource(UserAllocFn fn, void* ctx) noexcept;
   // memfs: directory, limit in bytes (0 = none), flags.
   void ConfigureMemfs(const char* dir, size_t limit, bool abort_on_fail, bool ignore_mmap_fail,
                       bool map_private);
