@@ -30,7 +30,7 @@ extern constinit int g_central_shards;
 extern constinit ByteBudget g_kept_spans;  // empty spans the central lists keep, all together
 // The central list of class cl for the calling thread's CPU.
 CentralFreeList& CentralForCaller(size_t cl);
-// Every central list set up so far (shard 0's from start-up, others' on first use), shard
+// Every central list set up so far (each on its first use: globals.cc), shard
 // by shard, classes 1..kNumClasses-1. One not set up holds nothing and is never written.
 template <typename F>
 void ForEachCentral(F f) {

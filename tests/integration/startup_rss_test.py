@@ -29,6 +29,8 @@ it was 268-280, libgcc_s 0 where it was 120):
   libgcc_s resident: 0. A C program on glibc does not map it; the stack unwinder our samples
       use is linked into the library (-static-libgcc, 24 KiB of text), so preloading us does
       not add libgcc_s's ~120 KiB.
+  No call to _Unwind_Resume in the library's code (objdump): with the unwinder linked in,
+      a landing pad would resume an exception raised by the program's unwinder with ours.
   Rss of our library's mappings <= 352, of which private copies <= 40 (smaps "Anonymous",
       not "Private_Dirty", which also counts file pages still dirty in the page cache: a
       library built seconds before read 512): relocated or written static data. The big
@@ -42,6 +44,7 @@ it was 268-280, libgcc_s 0 where it was 120):
       file was resident: its size had grown to the bound). Now 14 KiB.
 Usage: startup_rss_test.py STARTUP_RSS_BINARY LIBTCMALLOC_MINIMAL_SO"""
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -96,6 +99,15 @@ def measure(binary, preload):
     return {k: int(v) for k, v in (kv.split("=", 1) for kv in out.stdout.split())}
 
 
+def landing_pad_calls(path):
+    """Call sites of _Unwind_Resume in the library's code (objdump -d): cleanups that run
+    while an exception passes through our frames."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True,
+                         check=True).stdout
+    call = re.compile(r"\b(call|jmp)\b.*<_Unwind_Resume(@[\w.]+)?>")
+    return [line.strip() for line in out.splitlines() if call.search(line)]
+
+
 def main():
     binary, ours = sys.argv[1], os.path.abspath(sys.argv[2])
     # Best of three: a page the kernel maps around a fault (fault-around) varies a little.
@@ -123,6 +135,11 @@ def main():
         ok = False
     if mine["libgcc_s_kib"] != 0:
         print(f"FAIL: libgcc_s mapped ({mine['libgcc_s_kib']} KiB resident): the library depends on it again")
+        ok = False
+    pads = landing_pad_calls(ours)
+    if pads:
+        print(f"FAIL: {len(pads)} call(s) of _Unwind_Resume in the library (a lock or object with a destructor "
+              f"around a call that may throw; declare the callee noexcept): {pads[0]}")
         ok = False
     if mine["lib_rss_kib"] > MAX_LIB_RSS_KIB:
         print(f"FAIL: library mappings resident {mine['lib_rss_kib']} KiB > {MAX_LIB_RSS_KIB}")
