@@ -961,9 +961,13 @@ void CentralFreeList::InsertChunk(const Pending* chunk, int k) {
         } while (i < k && chunk[i].span == span && refcount != 0);
         bits[word_index] = word;
       } else {
+        // Blocks past the carved ones were never handed out: they are free already, as a
+        // set bit says in a bitmap span (and one freed would be carved again later).
+        const size_t carved_bytes = size_t{span->carved} * size_;
         void* head = span->objects;
         do {
           if (TCM_UNLIKELY(refcount == 0)) SpanHasNoneOut(chunk[i].obj);
+          if (TCM_UNLIKELY(chunk[i].offset >= carved_bytes)) AlreadyFreeInSpan(chunk[i].obj);
           SetSpanLink(chunk[i].obj, head);
           head = chunk[i].obj;
           --refcount;

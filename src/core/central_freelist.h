@@ -96,7 +96,7 @@ class CentralFreeList;
 // each list on its first use, so a program never writes (and keeps resident) the lists of
 // classes it does not use or of shards whose CPUs it never runs on.
 inline CentralFreeList& CentralOf(CentralFreeList* lists, int shards, int cpu, size_t cl);
-using CentralSetUp = void (*)(const CentralFreeList* list);  // which list: sets up its shard
+using CentralSetUp = void (*)(const CentralFreeList* list);  // sets up that list
 void SetCentralSetUp(CentralSetUp set_up);
 // Called (no lock held) after spans a list gave back made the page heap's surplus rule
 // release memory: the composition root gives back every list's kept spans and closes their
