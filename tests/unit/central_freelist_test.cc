@@ -66,6 +66,16 @@ class CentralFreeListTest : public ::testing::Test {
     Remove(n, &more);
   }
 
+  // The 8-byte class (whose spans keep lists): eight objects taken from a fresh span, the
+  // last seven given back, so objs[1..7] are on the span's list and objs[0] keeps it.
+  std::vector<void*> EightByteSpanWithSevenOnItsList() {
+    Init(SizeMap::ClassIndex(8));
+    std::vector<void*> objs;
+    EXPECT_EQ(Remove(8, &objs), 8);
+    if (objs.size() == 8) Insert(objs, 1, 8);
+    return objs;
+  }
+
   // Links objs[from, to) into a chain and gives it back in one call.
   void Insert(const std::vector<void*>& objs, size_t from, size_t to) {
     if (from == to) return;
@@ -941,10 +951,8 @@ TEST_F(CentralFreeListDeathTest, DoubleFreeInALaterChunkCrashes) {
 // The 8-byte class's spans keep lists (a bitmap would cost it 1.6%): links are encoded and
 // every decoded one is checked as objects leave the span.
 TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
-  Init(SizeMap::ClassIndex(8));
-  std::vector<void*> objs;
-  ASSERT_EQ(Remove(8, &objs), 8);
-  Insert(objs, 1, 8);  // objs[1..7] on the span's list, objs[0] keeps the span
+  const std::vector<void*> objs = EightByteSpanWithSevenOnItsList();
+  ASSERT_EQ(objs.size(), 8u);
   static char target[4096];
   // A use-after-free write of an address of the writer's choice into every free block.
   for (size_t i = 1; i < 8; ++i) RawWord(objs[i]) = target;
@@ -956,10 +964,8 @@ TEST_F(CentralFreeListDeathTest, ForgedLinkOnASpanListCrashesOnRemoval) {
 // to a block of the span that was never handed out: that block would leave twice, once as
 // the link and once when carving reaches it.
 TEST_F(CentralFreeListDeathTest, SpanListLinkToAnUncarvedBlockCrashesOnRemoval) {
-  Init(SizeMap::ClassIndex(8));
-  std::vector<void*> objs;
-  ASSERT_EQ(Remove(8, &objs), 8);
-  Insert(objs, 1, 8);  // objs[1..7] on the span's list; objects from the 9th on never carved
+  const std::vector<void*> objs = EightByteSpanWithSevenOnItsList();  // from the 9th on never carved
+  ASSERT_EQ(objs.size(), 8u);
   for (size_t i = 1; i < 8; ++i) SetSpanLink(objs[i], static_cast<char*>(objs[0]) + 8 * 100);
   EXPECT_DEATH(RemoveMore(16),
                "corrupted free list of size class [0-9]+ \\(8 bytes\\): the free block 0x[0-9a-f]+ links to 0x[0-9a-f]+");
@@ -982,10 +988,8 @@ TEST_F(CentralFreeListDeathTest, FreeOfAnUncarvedSpanListBlockCrashes) {
 // it is caught when the list ends before the count of blocks on it, not only once the
 // span's uncarved tail cannot make up for them.
 TEST_F(CentralFreeListDeathTest, SpanListCutShortCrashesOnRemoval) {
-  Init(SizeMap::ClassIndex(8));
-  std::vector<void*> objs;
-  ASSERT_EQ(Remove(8, &objs), 8);
-  Insert(objs, 1, 8);
+  const std::vector<void*> objs = EightByteSpanWithSevenOnItsList();
+  ASSERT_EQ(objs.size(), 8u);
   for (size_t i = 1; i < 8; ++i) SetSpanLink(objs[i], nullptr);  // the list is its head alone
   EXPECT_DEATH(RemoveMore(4),
                "corrupted free list of size class [0-9]+ \\(8 bytes\\): the free block 0x[0-9a-f]+ links to \\(nil\\)");
