@@ -50,7 +50,7 @@ static ThreadCache* GetOrCreateCache() {
   if (TCM_LIKELY(tc != &g_empty_cache)) return tc;
   EnsureInitialized();
   if (tls_exiting) return nullptr;
-  tc = g_caches.Create(&g_arena, g_central, g_central_shards);
+  tc = g_caches.Create(&g_arena, g_central, &g_central_shards);
   if (tc == nullptr) return nullptr;
   tc->rng_ = reinterpret_cast<uintptr_t>(tc) ^ Scavenger::NowNs();
   ArmCountdown(&tc->sample_left_, &tc->rng_);

@@ -22,10 +22,11 @@ constinit Arena g_arena;
 constinit PageMap g_pagemap;  // all zero (.bss) until EnsureInitialized runs Init
 constinit PageHeap g_pageheap;  // connected in EnsureInitialized (page_heap.h: .bss)
 constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
-constinit int g_central_shards = 1;
+// Read on every central-list access, written once a class: a line of its own.
+alignas(64) constinit CentralShards g_central_shards;
 
 CentralFreeList& CentralForCaller(size_t cl) {
-  return CentralOf(g_central, g_central_shards, os::RseqCurrentCpu(), cl);
+  return CentralOf(g_central, &g_central_shards, os::RseqCurrentCpu(), cl);
 }
 
 // Every list is set up when a thread first needs it (CentralOf), shard 0's too: a list is
@@ -45,8 +46,20 @@ static void SetUpList(const CentralFreeList* list) {
   const size_t index = static_cast<size_t>(list - g_central);
   SpinLockHolder h(&g_list_set_up_lock);
   CentralFreeList& c = g_central[index];
-  if (!c.ready())
-    c.Init(static_cast<uint8_t>(index % kNumClasses), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
+  if (c.ready()) return;
+  c.Init(static_cast<uint8_t>(index % kNumClasses), &g_pageheap, &g_pagemap, g_options.hardened, &g_kept_spans);
+  // A class starts on shard 0's list alone; that list watches for hand-offs between shards.
+  if (index < kNumClasses && g_central_shards.count > 1) c.WatchHandoffs(g_central_shards.count);
+}
+
+// The shard-0 list of class cl went back and forth between shards (central_freelist.h, "Shards"):
+// from now on each CPU's misses of the class go to its own shard's list.
+static void MarkClassSharded(size_t cl) { g_central_shards.sharded[cl].store(true, std::memory_order_relaxed); }
+
+size_t ShardedClasses() {
+  size_t n = 0;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) n += g_central_shards.sharded[cl].load(std::memory_order_relaxed);
+  return n;
 }
 constinit ThreadCacheRegistry g_caches;
 constinit CpuCache g_cpu_cache;
@@ -175,9 +188,9 @@ void EnsureInitialized() {
   // Central-list shards by the CPUs there can be (not per-CPU mode alone: per-thread
   // caches pick their shard by CPU too, when glibc registered rseq).
   g_pageheap.Connect(&g_pagemap, &g_system, &g_arena);
-  g_central_shards = CentralShardsFor(os::NumPossibleCpus());
+  g_central_shards.count = CentralShardsFor(os::NumPossibleCpus());
   // The scavenger first, so the release rate set from the options reaches the page heap.
-  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd, g_central_shards);
+  g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd, g_central_shards.count);
   // Options next: batch sizes shape the central lists' transfer caches, and depend on the
   // front end: per-CPU caches where restartable sequences work (and unless
   // TCMALLOC_PER_CPU_CACHES=0), otherwise the design document's per-thread caches.
@@ -187,15 +200,16 @@ void EnsureInitialized() {
   ApplyOptions(g_options, per_cpu);
   // The free-list secret before the first object is linked (freelist_link.h).
   InitLinkSecret(os::Random64());
-  g_kept_spans.Init(kKeptSpanBytesPerShard * static_cast<size_t>(g_central_shards));
+  g_kept_spans.Init(kKeptSpanBytesPerShard * static_cast<size_t>(g_central_shards.count));
   SetCentralSetUp(&SetUpList);
+  SetShardClassHook(&MarkClassSharded);
   SetSurplusReleased(&KeptSpansOut);
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();
   // (If the per-CPU slabs cannot be set up, per-thread caches run with the per-CPU batch.)
   if (per_cpu && g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size),
-                                  g_central_shards))
+                                  &g_central_shards))
     SetPerCpuMode(true);
   OpenFreeFastPaths();  // after g_pagemap.Init, and after the mode is chosen
   g_pageheap.set_clock(Scavenger::NowNs());

@@ -24,17 +24,21 @@ extern constinit SystemAllocator g_system;
 extern constinit Arena g_arena;
 extern constinit PageMap g_pagemap TCM_HIDDEN;
 extern constinit PageHeap g_pageheap;
-// The central lists, [shard][class]: g_central_shards shards in use (central_freelist.h).
+// The central lists, [shard][class]: g_central_shards.count shards, of which a class uses
+// more than shard 0 once it is sharded (central_freelist.h).
 extern constinit CentralFreeList g_central[kMaxCentralShards * kNumClasses];
-extern constinit int g_central_shards;
+extern constinit CentralShards g_central_shards;
 extern constinit ByteBudget g_kept_spans;  // empty spans the central lists keep, all together
 // The central list of class cl for the calling thread's CPU.
 CentralFreeList& CentralForCaller(size_t cl);
+// Classes whose misses use every shard's list (their shard-0 list went back and forth
+// between shards: central_freelist.h, "Shards").
+size_t ShardedClasses();
 // Every central list set up so far (each on its first use: globals.cc), shard
 // by shard, classes 1..kNumClasses-1. One not set up holds nothing and is never written.
 template <typename F>
 void ForEachCentral(F f) {
-  ForEachReadyCentral(g_central, g_central_shards, kNumClasses, f);
+  ForEachReadyCentral(g_central, g_central_shards.count, kNumClasses, f);
 }
 extern constinit ThreadCacheRegistry g_caches;
 extern constinit CpuCache g_cpu_cache TCM_HIDDEN;  // active() only in per-CPU mode

@@ -349,7 +349,8 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
   if (is("tcmalloc.per_cpu_caches_active")) return *value = g_cpu_cache.active() ? 1 : 0, true;
   if (is("tcmalloc.max_per_cpu_cache_size")) return *value = g_cpu_cache.max_bytes_per_cpu(), true;
   if (is("tcmalloc.cpu_free")) return *value = g_cpu_cache.TotalBytes(), true;
-  if (is("tcmalloc.central_shards")) return *value = static_cast<size_t>(g_central_shards), true;
+  if (is("tcmalloc.central_shards")) return *value = static_cast<size_t>(g_central_shards.count), true;
+  if (is("tcmalloc.sharded_classes")) return *value = ShardedClasses(), true;
   if (is("tcmalloc.batch_check_batches") || is("tcmalloc.batch_check_filtered_batches")) {
     const bool filtered = is("tcmalloc.batch_check_filtered_batches");
     size_t sum = 0;

@@ -64,13 +64,14 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   }
   // Lists are set up on first use (globals.cc): a shard is in use once one of its is.
   int shards_in_use = 0;
-  for (int s = 0; s < g_central_shards; ++s) {
+  for (int s = 0; s < g_central_shards.count; ++s) {
     bool any = false;
     for (size_t cl = 1; cl < kNumClasses && !any; ++cl) any = g_central[static_cast<size_t>(s) * kNumClasses + cl].ready();
     shards_in_use += any;
   }
-  out->Printf("MALLOC:   %12d              Central-list shards (%d in use; CPU n uses shard n mod %d)\n",
-              g_central_shards, shards_in_use, g_central_shards);
+  out->Printf("MALLOC:   %12d              Central-list shards (%d in use; CPU n uses shard n mod %d for the %zu "
+              "sharded classes)\n",
+              g_central_shards.count, shards_in_use, g_central_shards.count, ShardedClasses());
   // Part of the central cache freelist above: empty one-page spans the lists keep for
   // their next allocations (central_freelist.h, "Kept spans").
   out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n",

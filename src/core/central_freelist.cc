@@ -7,6 +7,8 @@
 #endif
 
 #include "base/log.h"
+#include "platform/os.h"
+#include "platform/rseq.h"
 #include "core/freelist_link.h"
 #include "core/size_classes.h"
 
@@ -103,6 +105,42 @@ int CentralShardsFor(int cpus) {
 static constinit CentralSetUp g_set_up = nullptr;
 
 void SetCentralSetUp(CentralSetUp set_up) { __atomic_store_n(&g_set_up, set_up, __ATOMIC_RELEASE); }
+
+static constinit ShardClassHook g_shard_class = nullptr;
+void SetShardClassHook(ShardClassHook hook) { __atomic_store_n(&g_shard_class, hook, __ATOMIC_RELEASE); }
+
+void CentralFreeList::WatchHandoffs(int shards) {
+  shard_mask_.store(shards - 1, std::memory_order_relaxed);
+  handoffs_mark_.store(handoffs(), std::memory_order_relaxed);
+  handoffs_since_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
+  watch_handoffs_.store(true, std::memory_order_relaxed);
+}
+
+void CentralFreeList::NoteCallerWatched() {
+  const int cpu = os::RseqCurrentCpu();
+  if (cpu < 0) return;
+  const int shard = cpu & shard_mask_.load(std::memory_order_relaxed);
+  if (shard == last_shard_.load(std::memory_order_relaxed)) return;
+  last_shard_.store(shard, std::memory_order_relaxed);
+  const uint32_t count = handoffs_.load(std::memory_order_relaxed) + 1;
+  handoffs_.store(count, std::memory_order_relaxed);
+  if (count - handoffs_mark_.load(std::memory_order_relaxed) >= kShardAfterHandoffs) HandoffsReached(count);
+}
+
+void CentralFreeList::HandoffsReached(uint32_t count) {
+  // Two threads may both get here: the hook is idempotent, and a window restarted twice
+  // only delays a decision.
+  const uint64_t now = os::MonotonicCoarseNs();
+  if (now - handoffs_since_.load(std::memory_order_relaxed) <= kShardWindowNs) {
+    watch_handoffs_.store(false, std::memory_order_relaxed);
+    const ShardClassHook hook = __atomic_load_n(&g_shard_class, __ATOMIC_ACQUIRE);
+    if (hook != nullptr) hook(cl_);
+    return;
+  }
+  // Too slow: a new window starts here.
+  handoffs_mark_.store(count, std::memory_order_relaxed);
+  handoffs_since_.store(now, std::memory_order_relaxed);
+}
 
 static constinit SurplusReleased g_surplus_released = nullptr;
 void SetSurplusReleased(SurplusReleased hook) { __atomic_store_n(&g_surplus_released, hook, __ATOMIC_RELEASE); }
@@ -458,6 +496,7 @@ CentralFreeList* CentralFreeList::ParkingFor(const void* first) {
 }
 
 void CentralFreeList::InsertBatch(void* const* objs, int n) {
+  NoteCaller();
   // A batch is checked only if it may be parked: when the transfer cache is full (a racy
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
@@ -486,6 +525,7 @@ void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
 }
 
 void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
+  NoteCaller();
   CentralFreeList* const park = !to_spans && n == transfer_.batch() ? ParkingFor(start) : nullptr;
   if (park != nullptr && !park->transfer_.LooksFull()) {
     // One walk checks the batch, copies it into an array and reads the rest of the list.
@@ -658,6 +698,7 @@ void CentralFreeList::TakeFromList(Span* span, int take, int got, Sink sink) {
 }
 
 int CentralFreeList::RemoveRange(void** start, void** end, int n) {
+  NoteCaller();
   void* head = nullptr;
   void* tail = nullptr;
   void* batch[kMaxTransferBatch];
@@ -680,6 +721,7 @@ int CentralFreeList::RemoveRange(void** start, void** end, int n) {
 }
 
 int CentralFreeList::RemoveBatch(void** out, int n) {
+  NoteCaller();
   // Neither path touches the objects: the transfer cache holds pointers, bitmap spans hand
   // out addresses (a list span clears the link word of each object it hands out).
   if (n == transfer_.batch() && transfer_.TryRemove(out)) return n;

@@ -8,7 +8,7 @@
 
 namespace tcm {
 
-bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu, int shards) {
+bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu, const CentralShards* shards) {
   if (os::CurrentRseqSource() == os::RseqSource::kNone) return false;
   // Without the fence no one could ever drain another CPU's cache safely.
   if (!os::RegisterRseqFence()) return false;

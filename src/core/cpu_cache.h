@@ -146,9 +146,10 @@ class CpuCache {
 
   // Sets up slabs for every possible CPU (memory is touched only as CPUs use it). Returns
   // false when rseq is unusable or memory ran out; the allocator then uses thread caches.
-  // central: the central lists, `shards` groups of kNumClasses (central_freelist.h); each
+  // central: the central lists, shards->count groups of kNumClasses (central_freelist.h); each
   // CPU's misses go to its shard.
-  bool Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu, int shards = 1);
+  bool Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per_cpu,
+            const CentralShards* shards = nullptr);
   bool active() const { return slabs_ != nullptr; }
   int num_cpus() const { return static_cast<int>(num_cpus_); }
   size_t slab_region_bytes() const { return static_cast<size_t>(num_cpus_) << kSlabShift; }
@@ -251,7 +252,7 @@ class CpuCache {
   CpuMeta& meta(int cpu) const { return meta_[cpu]; }
 
   CentralFreeList* central_ = nullptr;
-  int shards_ = 1;
+  const CentralShards* shards_ = nullptr;
   CentralFreeList& Central(int cpu, size_t cl) const { return CentralOf(central_, shards_, cpu, cl); }
   CpuMeta* meta_ = nullptr;
   uint16_t begin_[kMaxClasses] = {};

@@ -9,7 +9,8 @@
 namespace tcm {
 
 
-void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size, int shards) {
+void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size,
+                       const CentralShards* shards) {
   central_ = central;
   shards_ = shards;
   registry_ = registry;
@@ -27,7 +28,7 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   if (want == 0) want = 1;
   void* start;
   void* end;
-  CentralFreeList& central = CentralOf(central_, shards_, shards_ > 1 ? os::RseqCurrentCpu() : 0, cl);
+  CentralFreeList& central = CentralOf(central_, shards_, shards_ != nullptr && shards_->count > 1 ? os::RseqCurrentCpu() : 0, cl);
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
   // Slow start: grow by one up to a batch, then by whole batches.
@@ -52,7 +53,7 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_s
   if (n > l->length) n = l->length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
-  CentralFreeList& central = CentralOf(central_, shards_, shards_ > 1 ? os::RseqCurrentCpu() : 0, cl);
+  CentralFreeList& central = CentralOf(central_, shards_, shards_ != nullptr && shards_->count > 1 ? os::RseqCurrentCpu() : 0, cl);
   l->head = central.InsertList(l->head, static_cast<int>(n), to_spans);
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;
@@ -152,7 +153,7 @@ void ThreadCache::ReleaseAll() {
 
 // ---- registry ----
 
-ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central, int shards) {
+ThreadCache* ThreadCacheRegistry::Create(Arena* arena, CentralFreeList* central, const CentralShards* shards) {
   SpinLockHolder h(&lock_);
   ThreadCache* tc = alloc_.New(arena);
   if (tc == nullptr) return nullptr;

@@ -83,9 +83,10 @@ class ThreadCache {
 
   constexpr ThreadCache() = default;
 
-  // central: `shards` groups of kNumClasses lists; refills and returns go to the shard of
-  // the CPU the thread runs on at that moment (shard 0 where the CPU is not known).
-  void Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size, int shards = 1);
+  // central: shards->count groups of kNumClasses lists; refills and returns of a sharded
+  // class go to the shard of the CPU the thread runs on at that moment (CentralOf).
+  void Init(CentralFreeList* central, ThreadCacheRegistry* registry, size_t max_size,
+            const CentralShards* shards = nullptr);
 
   // Slow path of malloc for class cl when its list is empty: refill from the central list
   // and return one object (nullptr when out of memory).
@@ -153,7 +154,7 @@ class ThreadCache {
   std::atomic<uint64_t> last_active_ns_{0};  // owner's last collection (or creation)
   std::atomic<size_t> stolen_{0};  // budget taken by other threads, applied by the owner
   CentralFreeList* central_ = nullptr;
-  int shards_ = 1;
+  const CentralShards* shards_ = nullptr;
   ThreadCacheRegistry* registry_ = nullptr;
   ThreadCache* next_ = nullptr;
   ThreadCache* prev_ = nullptr;
@@ -165,7 +166,7 @@ class ThreadCacheRegistry {
   constexpr ThreadCacheRegistry() = default;
 
   // A new cache with the starting budget; nullptr if metadata memory ran out.
-  ThreadCache* Create(Arena* arena, CentralFreeList* central, int shards = 1);
+  ThreadCache* Create(Arena* arena, CentralFreeList* central, const CentralShards* shards = nullptr);
   // Returns the cache's objects and budget; the cache's memory is recycled.
   void Destroy(ThreadCache* tc);
   // Called at each collection: grow tc's budget, from unclaimed space or by stealing.

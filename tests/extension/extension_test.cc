@@ -69,6 +69,7 @@ TEST(Properties, EveryDocumentedNameIsKnownAndUnknownNamesAreNot) {
                          "tcmalloc.background_release", "tcmalloc.scavenger_passes",
                          "tcmalloc.scavenger_released_bytes", "tcmalloc.per_cpu_caches_active",
                          "tcmalloc.max_per_cpu_cache_size", "tcmalloc.cpu_free", "tcmalloc.central_shards",
+                         "tcmalloc.sharded_classes",
                          "tcmalloc.batch_check_batches", "tcmalloc.batch_check_filtered_batches"};
   for (const char* n : names) Prop(n);
   size_t v = 12345;
@@ -159,6 +160,9 @@ TEST(FrontEnd, CentralListShardsArePerCpuAndGetStatsSaysSo) {
   char buf[8192];
   Ext()->GetStats(buf, sizeof(buf));
   EXPECT_NE(strstr(buf, "Central-list shards ("), nullptr) << buf;
+  // Classes are sharded one by one (integration/shared_bins_test), never more than exist.
+  EXPECT_LT(Prop("tcmalloc.sharded_classes"), 100u);
+  EXPECT_NE(strstr(buf, " sharded classes)"), nullptr) << buf;
 }
 
 // GetStats' count of "Empty spans kept by central lists" (the line's first number).

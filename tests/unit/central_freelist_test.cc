@@ -8,13 +8,17 @@
 #include "core/freelist_link.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "core/size_classes.h"
+#include "platform/rseq.h"
 #include "test_heap.h"
 #include "test_links.h"
 
@@ -1316,12 +1320,16 @@ TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
   g_lazy_heap = t.get();
   SetCentralSetUp(&SetUpForTest);
   const size_t cl = SizeMap::ClassIndex(32);
+  CentralShards shards;
+  shards.count = 2;
+  shards.sharded[cl] = true;
+  g_set_ups = 0;
   EXPECT_FALSE(g_lazy_lists[kNumClasses + cl].ready());
-  CentralFreeList& list = CentralOf(g_lazy_lists, 2, /*cpu=*/3, cl);  // CPU 3: shard 1
+  CentralFreeList& list = CentralOf(g_lazy_lists, &shards, /*cpu=*/3, cl);  // CPU 3: shard 1
   EXPECT_EQ(&list, &g_lazy_lists[kNumClasses + cl]);
   EXPECT_TRUE(list.ready());
   EXPECT_EQ(g_set_ups, 1);
-  EXPECT_EQ(&CentralOf(g_lazy_lists, 2, 1, cl), &list);
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 1, cl), &list);
   EXPECT_EQ(g_set_ups, 1);
   EXPECT_FALSE(g_lazy_lists[cl].ready());  // shard 0's list was never asked for
   void* start;
@@ -1336,7 +1344,117 @@ TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
 TEST(CentralShardsDeathTest, AListUsedWithoutASetUpCrashes) {
   static CentralFreeList lists[kNumClasses];
   SetCentralSetUp(nullptr);
-  EXPECT_DEATH(CentralOf(lists, 1, 0, 1), "a central list was used before it was set up");
+  EXPECT_DEATH(CentralOf(lists, nullptr, 0, 1), "a central list was used before it was set up");
+}
+
+// A class that is not sharded uses shard 0's list from every CPU (its other lists are not
+// even set up); once sharded, each CPU its own shard's.
+TEST(CentralShards, AClassUsesShardZeroUntilItIsSharded) {
+  std::unique_ptr<testing::TestHeap> t = testing::TestHeap::Make();
+  g_lazy_heap = t.get();
+  SetCentralSetUp(&SetUpForTest);
+  const size_t cl = SizeMap::ClassIndex(48);
+  CentralShards shards;
+  shards.count = 2;
+  for (int cpu : {-1, 0, 1, 2, 3}) EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, cpu, cl), &g_lazy_lists[cl]) << cpu;
+  EXPECT_FALSE(g_lazy_lists[kNumClasses + cl].ready());
+  shards.sharded[cl] = true;
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 0, cl), &g_lazy_lists[cl]);
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 2, cl), &g_lazy_lists[cl]);
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 3, cl), &g_lazy_lists[kNumClasses + cl]);
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, -1, cl), &g_lazy_lists[cl]);  // CPU not known
+  // Only this class: another one stays on shard 0.
+  EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 3, SizeMap::ClassIndex(64)), &g_lazy_lists[SizeMap::ClassIndex(64)]);
+  SetCentralSetUp(nullptr);
+}
+
+// The hand-off watch: calls to a shard-0 list from CPUs of different shards in turn, at
+// kShardAfterHandoffs within kShardWindowNs, run the ShardClassHook (once); as many
+// spread over a longer time do not, nor do calls from CPUs of one shard.
+std::atomic<int> g_contended_calls{0};
+std::atomic<size_t> g_contended_class{0};
+void CountContended(size_t cl) {
+  g_contended_calls.fetch_add(1);
+  g_contended_class.store(cl);
+}
+
+// A front-end call (each notes its caller's shard): one object out and back.
+void FrontEndCall(CentralFreeList& list) {
+  void* obj;
+  ASSERT_EQ(list.RemoveBatch(&obj, 1), 1);
+  list.InsertBatch(&obj, 1);
+}
+
+// `calls` front-end calls from two threads pinned to CPUs 0 and 1, strictly in turn.
+void CallsInTurnFromCpus0And1(CentralFreeList& list, int calls) {
+  std::atomic<int> turn{0};
+  auto side = [&](int me) {
+    ASSERT_TRUE(os::PinToCpu(me));
+    for (int i = me; i < calls; i += 2) {
+      while (turn.load(std::memory_order_acquire) != i) {
+      }
+      FrontEndCall(list);
+      turn.store(i + 1, std::memory_order_release);
+    }
+  };
+  std::thread a(side, 0);
+  std::thread b(side, 1);
+  a.join();
+  b.join();
+}
+
+class HandoffWatchTest : public CentralFreeListTest {
+ protected:
+  void SetUp() override {
+    if (os::AllowedCpuCount() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
+    if (os::InitRseq(/*allow_own=*/false) == os::RseqSource::kNone) GTEST_SKIP() << "no rseq area: CPU not known";
+    Init(SizeMap::ClassIndex(64));
+    g_contended_calls = 0;
+    SetShardClassHook(&CountContended);
+  }
+  void TearDown() override { SetShardClassHook(nullptr); }
+};
+
+TEST_F(HandoffWatchTest, HandoffsComingFastShardTheClassOnce) {
+  central_->WatchHandoffs(2);
+  EXPECT_TRUE(central_->watching_handoffs());
+  CallsInTurnFromCpus0And1(*central_, 16);
+  EXPECT_EQ(g_contended_calls, 0);
+  // A stall of the whole machine longer than the window restarts it: try a few times.
+  for (int round = 0; round < 20 && g_contended_calls == 0; ++round)
+    CallsInTurnFromCpus0And1(*central_, CentralFreeList::kShardAfterHandoffs + 16);
+  EXPECT_EQ(g_contended_calls, 1);
+  EXPECT_EQ(g_contended_class, cl_);
+  EXPECT_FALSE(central_->watching_handoffs());
+  const uint32_t counted = central_->handoffs();
+  CallsInTurnFromCpus0And1(*central_, 2 * CentralFreeList::kShardAfterHandoffs);
+  EXPECT_EQ(g_contended_calls, 1);  // watching stopped
+  EXPECT_EQ(central_->handoffs(), counted);
+}
+
+TEST_F(HandoffWatchTest, HandoffsComingSlowlyDoNotShard) {
+  central_->WatchHandoffs(2);
+  CallsInTurnFromCpus0And1(*central_, CentralFreeList::kShardAfterHandoffs / 2);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(CentralFreeList::kShardWindowNs) +
+                              std::chrono::milliseconds(30));
+  // Enough hand-offs since watching began, but over more than the window: a new one starts.
+  CallsInTurnFromCpus0And1(*central_, CentralFreeList::kShardAfterHandoffs / 2 + 16);
+  EXPECT_GE(central_->handoffs(), CentralFreeList::kShardAfterHandoffs);
+  EXPECT_EQ(g_contended_calls, 0);
+  EXPECT_TRUE(central_->watching_handoffs());
+}
+
+TEST_F(HandoffWatchTest, CpusOfOneShardHandNothingOver) {
+  central_->WatchHandoffs(1);  // one shard: CPUs 0 and 1 both use shard 0
+  CallsInTurnFromCpus0And1(*central_, 2 * CentralFreeList::kShardAfterHandoffs);
+  EXPECT_EQ(central_->handoffs(), 0u);
+  EXPECT_EQ(g_contended_calls, 0);
+}
+
+TEST_F(HandoffWatchTest, AListNotWatchedCountsNothing) {
+  CallsInTurnFromCpus0And1(*central_, 2 * CentralFreeList::kShardAfterHandoffs);
+  EXPECT_EQ(central_->handoffs(), 0u);
+  EXPECT_EQ(g_contended_calls, 0);
 }
 
 }  // namespace
