@@ -476,22 +476,35 @@ void CentralFreeList::CheckObjectsFiltered(Source& src, int n, void** out) const
   src = at;
 }
 
-CentralFreeList* CentralFreeList::ParkingFor(const void* first) {
+CentralFreeList* CentralFreeList::OtherOwner(const void* obj) const {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+  if ((addr >> kAddressBits) != 0) return nullptr;  // foreign: the checks name it
+  const Span* const span = pagemap_->GetSpan(PageId{addr >> kPageShift});
+  if (span == nullptr) return nullptr;
+  // Read without a lock: a span in use keeps its owner; a stale record (a bad pointer,
+  // caught by the batch check) holds null or some list, and only where the batch parks
+  // depends on it.
+  CentralFreeList* const owner = span->owner;
+  return owner == nullptr || owner == this || owner->cl_ != cl_ ? nullptr : owner;
+}
+
+CentralFreeList* CentralFreeList::ParkingFor(const void* first, const void* last) {
   // A batch freed on this shard's CPUs of objects another shard carved (a producer thread
   // allocates, a consumer on another CPU frees) is parked where it will be allocated
   // again: that shard takes it back from its transfer cache without span work, and this
   // shard's cache does not fill with objects nobody here asks for (xmalloc's consumer
   // kept 512 KiB a class parked, and its batches crossed to the owner's spans object by
-  // object). The first object decides; a mixed batch is sorted out when it reaches spans.
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(first);
-  if ((addr >> kAddressBits) != 0) return this;  // foreign: the checks name it
-  const Span* const span = pagemap_->GetSpan(PageId{addr >> kPageShift});
-  if (span == nullptr) return this;
-  // Read without a lock: a span in use keeps its owner; a stale record (a bad pointer,
-  // caught by the batch check) holds null or some list, and only where the batch parks
-  // depends on it.
-  CentralFreeList* const owner = span->owner;
-  if (owner == nullptr || owner == this || owner->cl_ != cl_ || owner->transfer_.LooksFull()) return this;
+  // object). The first and the last object must agree: a batch they do not agree on (a
+  // CPU's own objects mixed with ones it took from another shard, as when a class is
+  // sharded while its objects circulate) stays here, where its CPUs use it. Parked by its
+  // first object alone, such a batch carried this shard's objects to the other one, whose
+  // CPUs then freed them back mixed in the same way: two threads building trees of depth
+  // 14 kept swapping objects between their CPUs and ran at half speed (84 against 168-180
+  // M nodes a second) once their class had been sharded a few milliseconds into the run.
+  // A batch that still holds some other shard's objects is sorted out at the spans.
+  CentralFreeList* const owner = OtherOwner(first);
+  if (owner == nullptr || (last != nullptr && OtherOwner(last) != owner) || owner->transfer_.LooksFull())
+    return this;
   return owner;
 }
 
@@ -501,7 +514,7 @@ void CentralFreeList::InsertBatch(void* const* objs, int n) {
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
   if (n == transfer_.batch()) {
-    CentralFreeList* const park = ParkingFor(objs[0]);
+    CentralFreeList* const park = ParkingFor(objs[0], objs[n - 1]);
     if (!park->transfer_.LooksFull()) {
       if (checks_) {
         ArraySource src{objs};
@@ -526,12 +539,15 @@ void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
 
 void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
   NoteCaller();
-  CentralFreeList* const park = !to_spans && n == transfer_.batch() ? ParkingFor(start) : nullptr;
+  // The chain's last object is known once it is walked: ParkingFor by the first, and the
+  // last must then agree.
+  CentralFreeList* park = !to_spans && n == transfer_.batch() ? ParkingFor(start, nullptr) : nullptr;
   if (park != nullptr && !park->transfer_.LooksFull()) {
     // One walk checks the batch, copies it into an array and reads the rest of the list.
     ChainSource src{start};
     void* batch[kMaxTransferBatch];
     CollectChain(src, n, batch);
+    if (park != this && OtherOwner(batch[n - 1]) != park) park = this;
     if (!park->transfer_.TryInsert(batch)) InsertToSpans(batch, n);
     return src.current();
   }

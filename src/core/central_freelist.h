@@ -26,7 +26,7 @@
 // meet on one lock, and an object freed where it was allocated is reused there. A span
 // belongs to the list that carved it (Span::owner): objects that reach another shard's
 // InsertRange go to their span's owner, under the owner's lock. Transfer caches are per
-// shard; a whole batch freed on one shard's CPUs whose first object another shard carved
+// shard; a whole batch freed on one shard's CPUs whose first and last objects another shard carved
 // parks in that shard's transfer cache, where its allocating side takes it back
 // (ParkingFor); what a shard parks goes back to its spans when it sits idle (the scavenger).
 // A class uses its lists beyond shard 0 only once its shard-0 list is used from CPUs of
@@ -171,7 +171,7 @@ class CentralFreeList {
   int RemoveBatch(void** out, int n);
 
   // Gives back an array of n objects: a whole batch goes to a transfer cache when one has
-  // room (the shard's that carved its first object's span, else this one: ParkingFor),
+  // room (the shard's that carved its first and last objects' spans, else this one: ParkingFor),
   // anything else to the spans. For front ends that keep arrays.
   void InsertBatch(void* const* objs, int n);
   // Gives back an array of n objects directly to their spans (a drained cache: what sat
@@ -292,9 +292,13 @@ class CentralFreeList {
   static uintptr_t ObjectBeforePrev(const ArraySource& at) { return reinterpret_cast<uintptr_t>(at.objs[-2]); }
   // Never called (CheckObjects asks only for arrays); the branch that asks compiles for both.
   static uintptr_t ObjectBeforePrev(const ChainSource&) { return 0; }
-  // The list whose transfer cache a whole batch starting with `first` should park in: the
-  // shard that carved first's span when that is another shard with room, else this one.
-  CentralFreeList* ParkingFor(const void* first);
+  // The list of this class that carved obj's span when that is another list, else nullptr
+  // (also for pointers that are not ours: the checks name those).
+  CentralFreeList* OtherOwner(const void* obj) const;
+  // The list whose transfer cache a whole batch from `first` to `last` should park in: the
+  // shard that carved the spans of both when that is another shard with room, else this
+  // one (last == nullptr: not known yet, the caller checks it once it is).
+  CentralFreeList* ParkingFor(const void* first, const void* last);
   // Crashes with a double-free message if prev is already free in its span.
   TCM_NOINLINE void PrevFreedTwice(void* prev) const;
   // ChainEndsEarly for CheckObjects: finds the last object from the batch's start.

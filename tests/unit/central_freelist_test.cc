@@ -1153,6 +1153,50 @@ TEST_F(CentralFreeListTest, ObjectsFreedThroughAnotherShardReturnToTheirOwner) {
   central_->InsertRange(keep, 1);
 }
 
+// A batch whose first and last objects were carved by different shards (a CPU's own
+// objects mixed with ones it took before its class was sharded) stays in the transfer
+// cache of the shard it was freed through, as an array and as a chain; one whose first and
+// last objects the other shard carved parks there.
+TEST_F(CentralFreeListTest, MixedBatchesStayWhereTheyWereFreed) {
+  Init(SizeMap::ClassIndex(64));
+  CentralFreeList other;
+  other.Init(static_cast<uint8_t>(cl_), &t_->heap, &t_->pagemap);
+  const int batch = static_cast<int>(SizeMap::NumToMove(cl_));
+  std::vector<void*> mine;
+  std::vector<void*> theirs(static_cast<size_t>(batch));
+  ASSERT_EQ(Remove(batch, &mine), batch);  // carved by central_
+  ASSERT_EQ(other.RemoveBatch(theirs.data(), batch), batch);  // carved by other
+  // Through `other`: first object central_'s, last other's.
+  std::vector<void*> mixed(mine.begin(), mine.begin() + batch / 2);
+  mixed.insert(mixed.end(), theirs.begin() + batch / 2, theirs.end());
+  other.InsertBatch(mixed.data(), batch);
+  EXPECT_EQ(other.transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  // The same as a chain (thread caches).
+  std::vector<void*> chain(theirs.begin(), theirs.begin() + batch / 2);
+  chain.insert(chain.begin(), mine.begin() + batch / 2, mine.end());
+  ASSERT_EQ(chain.size(), static_cast<size_t>(batch));
+  for (size_t i = 0; i + 1 < chain.size(); ++i) NextOf(chain[i]) = chain[i + 1];
+  NextOf(chain.back()) = nullptr;
+  (void)other.InsertList(chain.front(), batch, false);
+  EXPECT_EQ(other.transfer_objects(), 2 * static_cast<size_t>(batch));
+  EXPECT_EQ(central_->transfer_objects(), 0u);
+  // Taken back through `other` and freed again, central_'s objects alone (first and last
+  // both its own): parked with central_.
+  std::vector<void*> back(static_cast<size_t>(batch));
+  ASSERT_EQ(other.RemoveBatch(back.data(), batch), batch);
+  ASSERT_EQ(other.RemoveBatch(back.data(), batch), batch);
+  other.InsertBatch(mine.data(), batch);
+  EXPECT_EQ(central_->transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_EQ(other.transfer_objects(), 0u);
+  other.InsertBatch(theirs.data(), batch);  // other's own
+  EXPECT_EQ(other.transfer_objects(), static_cast<size_t>(batch));
+  other.FlushTransferCache();
+  central_->FlushTransferCache();
+  central_->Verify();
+  other.Verify();
+}
+
 TEST_F(CentralFreeListDeathTest, DoubleFreeThroughAnotherShardCrashes) {
   Init(SizeMap::ClassIndex(64));
   static CentralFreeList other;
