@@ -1359,15 +1359,24 @@ void SetUpForTest(const CentralFreeList* list) {
   g_lazy_lists[i].Init(static_cast<uint8_t>(i % kNumClasses), &g_lazy_heap->heap, &g_lazy_heap->pagemap);
 }
 
-TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
-  std::unique_ptr<testing::TestHeap> t = testing::TestHeap::Make();
-  g_lazy_heap = t.get();
-  SetCentralSetUp(&SetUpForTest);
+// g_lazy_lists over a fresh heap, set up on first use, two shards (no class sharded yet).
+class LazyListsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_lazy_heap = heap_.get();
+    SetCentralSetUp(&SetUpForTest);
+    shards_.count = 2;
+    g_set_ups = 0;
+  }
+  void TearDown() override { SetCentralSetUp(nullptr); }
+  std::unique_ptr<testing::TestHeap> heap_ = testing::TestHeap::Make();
+  CentralShards shards_;
+};
+
+TEST_F(LazyListsTest, AListIsSetUpOnFirstUseAndOnlyThen) {
   const size_t cl = SizeMap::ClassIndex(32);
-  CentralShards shards;
-  shards.count = 2;
+  CentralShards& shards = shards_;
   shards.sharded[cl] = true;
-  g_set_ups = 0;
   EXPECT_FALSE(g_lazy_lists[kNumClasses + cl].ready());
   CentralFreeList& list = CentralOf(g_lazy_lists, &shards, /*cpu=*/3, cl);  // CPU 3: shard 1
   EXPECT_EQ(&list, &g_lazy_lists[kNumClasses + cl]);
@@ -1382,7 +1391,6 @@ TEST(CentralShards, AListIsSetUpOnFirstUseAndOnlyThen) {
   NextOf(start) = nullptr;
   list.InsertRange(start, 1);
   list.Verify();
-  SetCentralSetUp(nullptr);
 }
 
 TEST(CentralShardsDeathTest, AListUsedWithoutASetUpCrashes) {
@@ -1393,13 +1401,9 @@ TEST(CentralShardsDeathTest, AListUsedWithoutASetUpCrashes) {
 
 // A class that is not sharded uses shard 0's list from every CPU (its other lists are not
 // even set up); once sharded, each CPU its own shard's.
-TEST(CentralShards, AClassUsesShardZeroUntilItIsSharded) {
-  std::unique_ptr<testing::TestHeap> t = testing::TestHeap::Make();
-  g_lazy_heap = t.get();
-  SetCentralSetUp(&SetUpForTest);
+TEST_F(LazyListsTest, AClassUsesShardZeroUntilItIsSharded) {
   const size_t cl = SizeMap::ClassIndex(48);
-  CentralShards shards;
-  shards.count = 2;
+  CentralShards& shards = shards_;
   for (int cpu : {-1, 0, 1, 2, 3}) EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, cpu, cl), &g_lazy_lists[cl]) << cpu;
   EXPECT_FALSE(g_lazy_lists[kNumClasses + cl].ready());
   shards.sharded[cl] = true;
@@ -1409,7 +1413,6 @@ TEST(CentralShards, AClassUsesShardZeroUntilItIsSharded) {
   EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, -1, cl), &g_lazy_lists[cl]);  // CPU not known
   // Only this class: another one stays on shard 0.
   EXPECT_EQ(&CentralOf(g_lazy_lists, &shards, 3, SizeMap::ClassIndex(64)), &g_lazy_lists[SizeMap::ClassIndex(64)]);
-  SetCentralSetUp(nullptr);
 }
 
 // The hand-off watch: calls to a shard-0 list from CPUs of different shards in turn, at
