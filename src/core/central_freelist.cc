@@ -499,7 +499,7 @@ CentralFreeList* CentralFreeList::ParkingFor(const void* first, const void* last
   // sharded while its objects circulate) stays here, where its CPUs use it. Parked by its
   // first object alone, such a batch carried this shard's objects to the other one, whose
   // CPUs then freed them back mixed in the same way: two threads building trees of depth
-  // 14 kept swapping objects between their CPUs and ran at half speed (84 against 168-180
+  // 14 kept swapping objects between their CPUs and ran at half speed (83-84 against 166-179
   // M nodes a second) once their class had been sharded a few milliseconds into the run.
   // A batch that still holds some other shard's objects is sorted out at the spans.
   CentralFreeList* const owner = OtherOwner(first);

@@ -21,6 +21,10 @@ void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, 
   SetRoom(0);
 }
 
+CentralFreeList& ThreadCache::Central(size_t cl) const {
+  return CentralOf(central_, shards_, shards_ != nullptr && shards_->count > 1 ? os::RseqCurrentCpu() : 0, cl);
+}
+
 void* ThreadCache::FetchFromCentral(size_t cl) {
   FreeList* l = &lists_[cl];
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
@@ -28,7 +32,7 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   if (want == 0) want = 1;
   void* start;
   void* end;
-  CentralFreeList& central = CentralOf(central_, shards_, shards_ != nullptr && shards_->count > 1 ? os::RseqCurrentCpu() : 0, cl);
+  CentralFreeList& central = Central(cl);
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
   // Slow start: grow by one up to a batch, then by whole batches.
@@ -53,7 +57,7 @@ void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_s
   if (n > l->length) n = l->length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
-  CentralFreeList& central = CentralOf(central_, shards_, shards_ != nullptr && shards_->count > 1 ? os::RseqCurrentCpu() : 0, cl);
+  CentralFreeList& central = Central(cl);
   l->head = central.InsertList(l->head, static_cast<int>(n), to_spans);
   l->length -= n;
   if (l->lowater > l->length) l->lowater = l->length;

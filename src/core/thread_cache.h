@@ -155,6 +155,9 @@ class ThreadCache {
   std::atomic<size_t> stolen_{0};  // budget taken by other threads, applied by the owner
   CentralFreeList* central_ = nullptr;
   const CentralShards* shards_ = nullptr;
+  // Class cl's list for the CPU the thread runs on now (the CPU is read only where there
+  // is more than one shard).
+  CentralFreeList& Central(size_t cl) const;
   ThreadCacheRegistry* registry_ = nullptr;
   ThreadCache* next_ = nullptr;
   ThreadCache* prev_ = nullptr;
