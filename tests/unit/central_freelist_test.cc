@@ -1438,8 +1438,8 @@ void CallsInTurnFromCpus0And1(CentralFreeList& list, int calls) {
   auto side = [&](int me) {
     ASSERT_TRUE(os::PinToCpu(me));
     for (int i = me; i < calls; i += 2) {
-      while (turn.load(std::memory_order_acquire) != i) {
-      }
+      // Yield while waiting: on a loaded machine the other side may need this CPU's turn.
+      while (turn.load(std::memory_order_acquire) != i) std::this_thread::yield();
       FrontEndCall(list);
       turn.store(i + 1, std::memory_order_release);
     }
