@@ -3,10 +3,11 @@
 //
 // t-test2's shape: two threads share 1000 bins of random sizes up to 4 KiB, each freeing
 // blocks the other allocated. Each of its ~40 classes reaches the central list from the
-// two CPUs in turn ~150 times per 100 ms, so none should be sharded, and the free memory the central
-// lists and transfer caches hold should be one shard's. With every class sharded from its
-// first use, each shard kept its own partly used spans and transfer cache: at the end of
-// this run the two held 7.5-8.5 MiB per-CPU and 8.0-9.3 per-thread, against 1.9-2.9 and
+// two CPUs in turn at most ~280 times over a 140 ms run, so none should be sharded, and the
+// free memory the central lists and transfer caches hold should be one shard's. With every
+// class sharded from its first use (XSHARDING=all of bench/results/knobs-2026-11-28b.patch),
+// each shard kept its own partly used spans and transfer cache: at the end of this run the
+// two held 7.5-8.5 MiB per-CPU and 8.0-9.3 per-thread, against 1.9-2.9 and
 // 3.7-7.2 with shard 0 alone (t-test2 itself: process peak 14.3-14.7 MB against 8.8-9.1).
 //
 // Then the opposite pattern: two threads that allocate and free one class as fast as they
