@@ -188,6 +188,7 @@ void EnsureInitialized() {
   // Central-list shards by the CPUs there can be (not per-CPU mode alone: per-thread
   // caches pick their shard by CPU too, when glibc registered rseq).
   g_pageheap.Connect(&g_pagemap, &g_system, &g_arena);
+  if (GrowthStacksWanted != nullptr) g_pageheap.set_growth_stacks(&GrowthStacksWanted);
   g_central_shards.count = CentralShardsFor(os::NumPossibleCpus());
   // The scavenger first, so the release rate set from the options reaches the page heap.
   g_scavenger.Init(&g_pageheap, g_central, kNumClasses, &ShrinkIdleFrontEnd, g_central_shards.count);

@@ -55,6 +55,10 @@ void SetLargeAllocReportThreshold(size_t bytes);
 // the allocator's own code (chained to the program's handler). Idempotent.
 void InstallFaultReporting();
 
+// Whether a heap growth records its stack (MallocExtension::GetHeapGrowthStacks). Defined
+// by each library's api/malloc_extension.cc; where that is not linked in: always.
+bool GrowthStacksWanted() __attribute__((weak));
+
 // Runs the one-time setup (central lists, thread-exit hook, fork handlers) if needed.
 // Cheap after the first call; safe to call from any slow path.
 void EnsureInitialized();

@@ -108,6 +108,23 @@ void AppendMappedLibraries(std::string* out) {
   fclose(f);
 }
 
+}  // namespace
+
+// libtcmalloc, the profiling library, records every growth's stack, as gperftools' does.
+// libtcmalloc_minimal records them while heap sampling is on, when stacks are being taken
+// anyway; otherwise only the size, as gperftools' minimal library always does: a program
+// that never unwinds keeps no unwind tables resident for its first growth (~85 KiB, a
+// twentieth of a small program's RSS).
+bool tcm::GrowthStacksWanted() {
+#ifdef TCM_FULL_LIBRARY
+  return true;
+#else
+  return __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED) > 0;
+#endif
+}
+
+namespace {
+
 // Copies the growth records (newest first) under the page heap lock into `out`, which has
 // room for `cap` records; returns how many there are in total.
 size_t CopyGrowthRecords(GrowthRecord* out, size_t cap) {

@@ -337,7 +337,8 @@ Span* PageHeap::GrowHeap(Length n) {
   stats_.system_bytes += actual;
   if (auto* rec = static_cast<GrowthRecord*>(arena_->Alloc(sizeof(GrowthRecord)))) {
     rec->bytes = actual;
-    rec->depth = os::GetStackTrace(rec->pcs, os::kMaxStackDepth, 1);
+    const bool stack = growth_stacks_ == nullptr || growth_stacks_();
+    rec->depth = stack ? os::GetStackTrace(rec->pcs, os::kMaxStackDepth, 1) : 0;
     rec->next = growth_;
     growth_ = rec;
     ++growth_count_;

@@ -259,6 +259,11 @@ class PageHeap {
 
   // Newest first; records live forever in the arena (one per >= 1 MiB of growth).
   const GrowthRecord* growth_records() const { return growth_; }
+  // Whether a growth record gets the stack that caused it (else depth 0). Unwinding reads
+  // the unwind tables of every module on the stack, which a program that never unwinds
+  // otherwise keeps resident (~85 KiB: libc's, the program's, ours and the unwinder's
+  // code), so the owner decides at each growth; null: always.
+  void set_growth_stacks(bool (*wanted)()) { growth_stacks_ = wanted; }
   size_t growth_record_count() const { return growth_count_; }
 
   // Visits every span that starts at a page the pagemap knows, in address order, from
@@ -349,6 +354,7 @@ class PageHeap {
   uint64_t (*clock_source_)() = nullptr;
   GrowthRecord* growth_ = nullptr;
   size_t growth_count_ = 0;
+  bool (*growth_stacks_)() = nullptr;
   size_t limit_ = 0;
   bool aggressive_decommit_ = false;
   bool surplus_release_ = false;

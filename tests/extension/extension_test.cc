@@ -502,6 +502,40 @@ TEST(Walks, GrowthStacksAreAHeapProfile) {
   EXPECT_EQ(sample.rfind("heap profile: ", 0), 0u);
 }
 
+// The depth of the stack recorded for the heap growth that a fresh block of `bytes` forces
+// (larger than anything free, so the page heap must grow); -1 if no growth was recorded.
+int NewestGrowthDepth(size_t bytes) {
+  auto count = [] {
+    size_t n = 0;
+    void** traces = Ext()->ReadHeapGrowthStackTraces();
+    for (void** e = traces; e[0] != nullptr; e += 3 + reinterpret_cast<uintptr_t>(e[2])) ++n;
+    delete[] traces;
+    return n;
+  };
+  const size_t before = count();
+  void* block = malloc(bytes);
+  void** traces = Ext()->ReadHeapGrowthStackTraces();
+  const int depth = static_cast<int>(reinterpret_cast<uintptr_t>(traces[2]));
+  delete[] traces;
+  free(block);
+  return count() > before ? depth : -1;
+}
+
+// libtcmalloc_minimal takes a growth's stack only while heap sampling is on (the unwinder
+// is at work then anyway); otherwise it records the size alone, as gperftools' minimal
+// library does, so a small program keeps no unwind tables resident. libtcmalloc always
+// records the stack (profiler.api's HeapGrowthsRecordTheirStacks).
+TEST(Walks, MinimalGrowthsHaveStacksOnlyWhileSampling) {
+  size_t old = 0;
+  ASSERT_TRUE(Ext()->GetNumericProperty("tcmalloc.sample_parameter", &old));
+  const size_t heap = Prop("generic.heap_size");
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.sample_parameter", 0));
+  EXPECT_EQ(NewestGrowthDepth(heap + (256u << 20)), 0);
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.sample_parameter", 1 << 19));
+  EXPECT_GT(NewestGrowthDepth(Prop("generic.heap_size") + (256u << 20)), 0);
+  ASSERT_TRUE(Ext()->SetNumericProperty("tcmalloc.sample_parameter", old));
+}
+
 // Blocks of 64 KiB and more reach the housekeeping tick on every malloc; in per-CPU mode
 // that is TickOnly's short path, which must neither skip the passes nor keep a sampler
 // that was turned on meanwhile from starting.

@@ -17,7 +17,10 @@ initialisation fills its class root, in .bss instead of .data with 2048 relocati
 with each central list set up on its first use (shard 0's too, where all 88 of its lists
 were set up at start: 11 pages written) and libgcc's unwinder linked in (-static-libgcc)
 instead of libgcc_s mapped: 668-692 / 668, 324 resident, 16 dirty, anonymous 184-200 where
-it was 268-280, libgcc_s 0 where it was 120):
+it was 268-280, libgcc_s 0 where it was 120; with libtcmalloc_minimal's heap growths
+recording no stack unless sampling is on, so nothing unwinds at start-up: ours 2060-2084
+where it was 2132-2176 (glibc's own figure varies 1388-1500 from run to run), 292
+resident where it was 320):
   VmHWM(ours) - VmHWM(glibc) <= 900: our image (text ~175 with libgcc's unwinder, read-only
       data and unwind tables ~85, dynamic symbols and relocations ~28, data ~20), allocator
       metadata and the first spans (~190 anonymous), and the pages of libc our start-up

@@ -2,6 +2,7 @@
 // dump, IsHeapProfilerRunning, GetHeapProfile, and that every allocation entry point is
 // recorded with its caller's stack (not sampled: exact counts and bytes).
 #include "gperftools/heap-profiler.h"
+#include "gperftools/malloc_extension.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -325,6 +326,25 @@ TEST(HeapProfilerApi, ThreadsAreCountedExactly) {
   for (auto& k : keep)
     for (void* p : k) free(p);
   EXPECT_EQ(Sum(CurrentProfile(), reinterpret_cast<const void*>(&ThreadWork)).inuse_objs, 0);
+}
+
+// libtcmalloc records the stack of every heap growth, sampling on or off, profiler running
+// or not, as gperftools' libtcmalloc does (libtcmalloc_minimal only while sampling:
+// extension.api's MinimalGrowthsHaveStacksOnlyWhileSampling).
+TEST(HeapProfilerApi, HeapGrowthsRecordTheirStacks) {
+  MallocExtension* ext = MallocExtension::instance();
+  size_t sampling = 1, heap = 0;
+  ASSERT_TRUE(ext->GetNumericProperty("tcmalloc.sample_parameter", &sampling));
+  ASSERT_EQ(sampling, 0u);
+  ASSERT_TRUE(ext->GetNumericProperty("generic.heap_size", &heap));
+  void* volatile block = malloc(heap + (256u << 20));  // more than anything free: the heap grows
+  void** traces = ext->ReadHeapGrowthStackTraces();
+  ASSERT_NE(traces, nullptr);
+  ASSERT_NE(traces[0], nullptr);
+  EXPECT_GE(reinterpret_cast<uintptr_t>(traces[1]), heap + (256u << 20));  // newest first
+  EXPECT_GT(reinterpret_cast<uintptr_t>(traces[2]), 0u);
+  delete[] traces;
+  free(block);
 }
 
 TEST(HeapProfilerApi, StopForgetsAndFreesBeforeStartAreIgnored) {
