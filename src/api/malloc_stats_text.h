@@ -35,6 +35,17 @@ struct HugePageSnapshot {
 };
 HugePageSnapshot TakeHugePageSnapshot();
 
+// The allocator's metadata mappings: the arena's chunks and own mappings (span records,
+// slabs, transfer-cache arrays, pagemap nodes) and the class map's leaves; bytes mapped
+// and, by mincore, resident. GetStats prints it; a system call per 2 MiB mapped.
+struct MetadataResidency {
+  size_t mapped = 0;
+  size_t resident = 0;
+  size_t class_map_mapped = 0;
+  size_t class_map_resident = 0;
+};
+MetadataResidency MeasureMetadata();
+
 void PrintHeapSummary(Printer* out, const HeapTotals& t);
 void PrintStats(Printer* out, int level);
 

@@ -69,6 +69,16 @@ class PageMap {
       if (c == nullptr) c = empty_class_leaf_;
     __atomic_store_n(&alloc_, alloc, __ATOMIC_RELEASE);  // publishes the filled root
   }
+  // Calls f(start, bytes) for each class leaf mapped so far (each is kClassLeafLength bytes,
+  // one per page of its 2^24 pages, written only where spans are registered). Racy reads:
+  // leaves are only ever added. For statistics.
+  template <typename F>
+  void ForEachClassLeaf(F f) const {
+    for (size_t i = 0; i < kClassRootLength; ++i) {
+      const uint8_t* leaf = __atomic_load_n(&class_root_[i], __ATOMIC_ACQUIRE);
+      if (leaf != nullptr && leaf != empty_class_leaf_) f(reinterpret_cast<uintptr_t>(leaf), kClassLeafLength);
+    }
+  }
   // True once Init has run: ClassOf may be called.
   bool initialized() const { return __atomic_load_n(&alloc_, __ATOMIC_ACQUIRE) != nullptr; }
 

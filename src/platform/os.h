@@ -53,6 +53,10 @@ bool CollapseHugePages(void* p, size_t bytes);
 enum class ThpMode { kUnknown, kNever, kMadvise, kAlways };
 ThpMode ReadThpMode();
 
+// Bytes of [start, start+bytes) (OS-page aligned, mapped) that are resident (mincore); 0
+// where the kernel refuses. A system call per 2 MiB: for statistics, not for hot paths.
+size_t ResidentBytes(uintptr_t start, size_t bytes);
+
 // Frees the backing store of a shared file mapping range (MADV_REMOVE: tmpfs, hugetlbfs);
 // afterwards it reads as zeros. False where unsupported (private or anonymous memory).
 bool RemovePages(void* p, size_t bytes);

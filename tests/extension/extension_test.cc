@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -378,6 +379,29 @@ TEST(Stats, FitsAnyBufferAndHasEverySection) {
                               "Page heap free runs", "Memory sources"})
     EXPECT_NE(s.find(section), std::string::npos) << section;
   free(g_sink);
+}
+
+// "Bytes in malloc metadata" counts what metadata may touch (slabs, transfer-cache arrays
+// reserved whole); GetStats also says how much of its mappings is resident, which the
+// kernel must agree with: more than nothing, no more than mapped, no more than the
+// process's resident memory.
+TEST(Stats, MetadataLineSaysWhatIsResident) {
+  std::vector<char> buf(1 << 20);
+  g_sink = malloc(100);  // the heap in use: at least a span record written
+  Ext()->GetStats(buf.data(), static_cast<int>(buf.size()));
+  free(g_sink);
+  const char* line = strstr(buf.data(), "Metadata mappings: ");
+  ASSERT_NE(line, nullptr);
+  long resident = -1, mapped = -1;
+  ASSERT_EQ(sscanf(line, "Metadata mappings: %ld KiB resident of %ld KiB mapped", &resident, &mapped), 2) << line;
+  EXPECT_GT(resident, 0);
+  EXPECT_LE(resident, mapped);
+  long pages = 0, rss_pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(fscanf(f, "%ld %ld", &pages, &rss_pages), 2);
+  fclose(f);
+  EXPECT_LE(resident, rss_pages * 4);
 }
 
 // The per-class table says where the overhead is: objects in use of span capacity and the
