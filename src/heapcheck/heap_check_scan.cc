@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "api/introspection.h"
+#include "platform/os.h"
 #include "platform/threads.h"
 
 namespace tcm::heapcheck {

@@ -121,16 +121,20 @@ bool RemovePages(void* p, size_t bytes) {
   return ok;
 }
 
-size_t ResidentBytes(uintptr_t start, size_t bytes) {
+bool PageResidency(uintptr_t start, size_t pages, unsigned char* out) {
   ErrnoKeeper k;
+  return syscall(SYS_mincore, start, pages * 4096, out) == 0;
+}
+
+size_t ResidentBytes(uintptr_t start, size_t bytes) {
   constexpr size_t kPage = 4096;
   unsigned char vec[512];  // one byte a page: 2 MiB a call
   size_t resident = 0;
-  for (size_t done = 0; done < bytes;) {
-    const size_t pages = (bytes - done + kPage - 1) / kPage < sizeof(vec) ? (bytes - done + kPage - 1) / kPage : sizeof(vec);
-    if (syscall(SYS_mincore, start + done, pages * kPage, vec) != 0) break;
-    for (size_t i = 0; i < pages; ++i) resident += (vec[i] & 1) * kPage;
-    done += pages * kPage;
+  const size_t pages = (bytes + kPage - 1) / kPage;
+  for (size_t done = 0; done < pages; done += sizeof(vec)) {
+    const size_t n = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
+    if (!PageResidency(start + done * kPage, n, vec)) continue;
+    for (size_t i = 0; i < n; ++i) resident += (vec[i] & 1) * kPage;
   }
   return resident;
 }

@@ -53,8 +53,12 @@ bool CollapseHugePages(void* p, size_t bytes);
 enum class ThpMode { kUnknown, kNever, kMadvise, kAlways };
 ThpMode ReadThpMode();
 
-// Bytes of [start, start+bytes) (OS-page aligned, mapped) that are resident (mincore); 0
-// where the kernel refuses. A system call per 2 MiB: for statistics, not for hot paths.
+// Residency of the 4 KiB pages of [start, start + pages * 4096), which must be mapped:
+// one byte per page into out, bit 0 set if resident (mincore). False if the kernel refused.
+bool PageResidency(uintptr_t start, size_t pages, unsigned char* out);
+// Bytes of [start, start+bytes) (OS-page aligned, mapped) that are resident, by
+// PageResidency a 2 MiB piece at a time; a piece the kernel refuses counts none. For
+// statistics, not for hot paths.
 size_t ResidentBytes(uintptr_t start, size_t bytes);
 
 // Frees the backing store of a shared file mapping range (MADV_REMOVE: tmpfs, hugetlbfs);

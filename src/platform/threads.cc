@@ -120,11 +120,6 @@ long CopyFromSelf(void* dst, uintptr_t src, size_t n) {
   return errno == EFAULT ? 0 : -1;
 }
 
-bool PageResidency(uintptr_t start, size_t pages, unsigned char* out) {
-  ErrnoKeeper k;
-  return syscall(SYS_mincore, start, pages * 4096, out) == 0;
-}
-
 void FutexWaitFor(std::atomic<int>* word, int expected, uint64_t timeout_ns) {
   ErrnoKeeper k;
   struct timespec ts;

@@ -55,10 +55,6 @@ uintptr_t AltSignalStack();
 // callers then read memory directly.
 long CopyFromSelf(void* dst, uintptr_t src, size_t n);
 
-// Residency of the 4 KiB pages of [start, start + pages * 4096), which must be mapped:
-// one byte per page into out, bit 0 set if resident. False if the kernel refused.
-bool PageResidency(uintptr_t start, size_t pages, unsigned char* out);
-
 // Blocks while *word == expected, at most timeout_ns (spurious wake-ups allowed).
 void FutexWaitFor(std::atomic<int>* word, int expected, uint64_t timeout_ns);
 

@@ -107,6 +107,26 @@ TEST(PlatformThreads, CopyFromSelfStopsAtUnreadableMemory) {
   munmap(two, 8192);
 }
 
+// ResidentBytes (os.h, GetStats' "Metadata mappings") asks the kernel 2 MiB at a time:
+// pages touched on both sides of that boundary and in the last, partial piece all count,
+// untouched ones do not.
+TEST(PlatformOs, ResidentBytesCountsTheTouchedPagesOfEveryPiece) {
+  constexpr size_t kBytes = (5u << 20) + 3 * 4096;  // three pieces, the last not whole
+  auto* p = static_cast<char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  // Small pages only: a huge page would make a touch count 2 MiB.
+  madvise(p, kBytes, MADV_NOHUGEPAGE);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  EXPECT_EQ(os::ResidentBytes(start, kBytes), 0u);
+  p[0] = 1;
+  p[(2u << 20) - 4096] = 1;  // last page of the first piece
+  p[2u << 20] = 1;           // first page of the second
+  p[kBytes - 1] = 1;         // last page of the last
+  EXPECT_EQ(os::ResidentBytes(start, kBytes), 4 * 4096u);
+  EXPECT_EQ(os::ResidentBytes(start + 4096, (2u << 20) - 8192), 0u) << "between the touched pages";
+  munmap(p, kBytes);
+}
+
 TEST(PlatformThreads, FutexWaitForReturnsAtTheTimeoutOrWhenWoken) {
   std::atomic<int> word{1};
   // Nobody wakes it: it returns only because of the timeout (else ctest's timeout fires).
