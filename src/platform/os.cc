@@ -131,10 +131,12 @@ size_t ResidentBytes(uintptr_t start, size_t bytes) {
   unsigned char vec[512];  // one byte a page: 2 MiB a call
   size_t resident = 0;
   const size_t pages = (bytes + kPage - 1) / kPage;
-  for (size_t done = 0; done < pages; done += sizeof(vec)) {
+  for (size_t done = 0; done < pages;) {
     const size_t n = pages - done < sizeof(vec) ? pages - done : sizeof(vec);
-    if (!PageResidency(start + done * kPage, n, vec)) continue;
-    for (size_t i = 0; i < n; ++i) resident += (vec[i] & 1) * kPage;
+    if (PageResidency(start + done * kPage, n, vec)) {
+      for (const unsigned char* v = vec; v != vec + n; ++v) resident += (*v & 1u) * kPage;
+    }
+    done += n;
   }
   return resident;
 }
