@@ -51,9 +51,25 @@ ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"},
                  NO_HARDENING: {"TCMALLOC_HARDENED": "0", "TCMALLOC_GUARDED_SAMPLE_RATE": "0"}}
 OPT_IN = {UNHARDENED, NO_HARDENING}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
-# Our library under each name: the reference and the variants, which differ only in their
-# environment (ALLOCATOR_ENV).
-OUR_VARIANTS = (REFERENCE,) + tuple(ALLOCATOR_ENV)
+
+
+def our_variants():
+    """Our library under each name: the reference and the variants, which differ only in
+    their environment (ALLOCATOR_ENV, including those --variant added)."""
+    return (REFERENCE,) + tuple(ALLOCATOR_ENV)
+
+
+def add_variant(spec):
+    """--variant NAME:VAR=VALUE[,VAR=VALUE...]: our library once more, under NAME, with those
+    settings (e.g. a default being weighed, side by side with the library as it is)."""
+    name, _, settings = spec.partition(":")
+    pairs = [kv.partition("=") for kv in settings.split(",") if kv]
+    if not name or not pairs or any(not k or not sep for k, sep, _ in pairs):
+        sys.exit(f"run.py: --variant {spec!r}: expected NAME:VAR=VALUE[,VAR=VALUE...]")
+    if name in ("glibc", "gperftools", "jemalloc", "mimalloc", REFERENCE) or name in ALLOCATOR_ENV:
+        sys.exit(f"run.py: --variant {spec!r}: {name} names an allocator already")
+    ALLOCATOR_ENV[name] = {k: v for k, _, v in pairs}
+    return name
 
 
 def log(msg):
@@ -200,9 +216,11 @@ def find_lib(names):
 def find_allocators(args):
     """Returns [(name, preload path or None)]; prints a line for each one skipped."""
     found = []
+    for spec in getattr(args, "variant", None) or []:
+        add_variant(spec)
     ours = args.ours or os.path.join(ROOT, "build", "src", "libtcmalloc_minimal.so")
     if os.path.exists(ours):
-        found += [(name, os.path.realpath(ours)) for name in OUR_VARIANTS]
+        found += [(name, os.path.realpath(ours)) for name in our_variants()]
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
@@ -692,6 +710,9 @@ def main():
     ap.add_argument("--ours", help="our libtcmalloc_minimal.so (default: build/src/libtcmalloc_minimal.so)")
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=PATH",
                     help="one more allocator to preload (repeatable)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE[,VAR=VALUE]",
+                    help="our library once more under NAME with these environment settings "
+                    "(repeatable), e.g. ours-8m:TCMALLOC_MAX_PER_CPU_CACHE_SIZE=8388608")
     ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc; "
                     "ours-unhardened (TCMALLOC_HARDENED=0) and ours-no-hardening (that and "
                     "TCMALLOC_GUARDED_SAMPLE_RATE=0) run only when named here")
@@ -728,7 +749,7 @@ def main():
     # Measure a private copy of our library: a rebuild during the run (ours is the one under
     # development) would otherwise swap the allocator halfway, or catch it half-written.
     mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
-    allocs = [(n, mine.get(lib, lib) if n in OUR_VARIANTS else lib) for n, lib in allocs]
+    allocs = [(n, mine.get(lib, lib) if n in our_variants() else lib) for n, lib in allocs]
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]

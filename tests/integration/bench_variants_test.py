@@ -16,8 +16,8 @@ spec.loader.exec_module(run)
 LIB = None
 
 
-def allocators(names=None):
-    args = argparse.Namespace(ours=LIB, extra=[], allocators=names)
+def allocators(names=None, variants=None):
+    args = argparse.Namespace(ours=LIB, extra=[], allocators=names, variant=variants or [])
     return dict(run.find_allocators(args))
 
 
@@ -59,6 +59,28 @@ class Variants(unittest.TestCase):
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+    def test_a_named_variant_runs_our_library_with_its_settings_only(self):
+        saved = dict(os.environ)
+        try:
+            os.environ["TCMALLOC_MAX_PER_CPU_CACHE_SIZE"] = "1"  # must not reach anyone
+            found = allocators("ours,ours-8m", ["ours-8m:TCMALLOC_MAX_PER_CPU_CACHE_SIZE=8388608,X=1"])
+            self.assertEqual(set(found), {"ours", "ours-8m"})
+            self.assertEqual(found["ours-8m"], os.path.realpath(LIB))
+            mine = run.preload_env(LIB, "ours-8m")
+            self.assertEqual(mine["TCMALLOC_MAX_PER_CPU_CACHE_SIZE"], "8388608")
+            self.assertEqual(mine["X"], "1")
+            self.assertNotIn("TCMALLOC_MAX_PER_CPU_CACHE_SIZE", run.preload_env(LIB, "ours"))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            run.ALLOCATOR_ENV.pop("ours-8m", None)
+
+    def test_a_malformed_variant_is_refused(self):
+        for spec in ("nameonly", "x:", "x:NOEQUALS", "glibc:A=1", ":A=1", "ours-per-thread:A=1"):
+            with self.assertRaises(SystemExit):
+                allocators(None, [spec])
+        self.assertNotIn("x", run.ALLOCATOR_ENV)
 
 
 if __name__ == "__main__":
