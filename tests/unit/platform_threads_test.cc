@@ -101,30 +101,7 @@ TEST(PlatformThreads, CopyFromSelfStopsAtUnreadableMemory) {
   EXPECT_EQ(out[0], 'q');
   EXPECT_EQ(CopyFromSelf(out, reinterpret_cast<uintptr_t>(two + 4096), 16), 0);
   EXPECT_EQ(errno, 55);
-  unsigned char resident[2] = {9, 9};
-  EXPECT_TRUE(PageResidency(reinterpret_cast<uintptr_t>(two), 2, resident));
-  EXPECT_EQ(resident[0] & 1, 1);
   munmap(two, 8192);
-}
-
-// ResidentBytes (os.h, GetStats' "Metadata mappings") asks the kernel 2 MiB at a time:
-// pages touched on both sides of that boundary and in the last, partial piece all count,
-// untouched ones do not.
-TEST(PlatformOs, ResidentBytesCountsTheTouchedPagesOfEveryPiece) {
-  constexpr size_t kBytes = (5u << 20) + 3 * 4096;  // three pieces, the last not whole
-  auto* p = static_cast<char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(p, MAP_FAILED);
-  // Small pages only: a huge page would make a touch count 2 MiB.
-  madvise(p, kBytes, MADV_NOHUGEPAGE);
-  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-  EXPECT_EQ(os::ResidentBytes(start, kBytes), 0u);
-  p[0] = 1;
-  p[(2u << 20) - 4096] = 1;  // last page of the first piece
-  p[2u << 20] = 1;           // first page of the second
-  p[kBytes - 1] = 1;         // last page of the last
-  EXPECT_EQ(os::ResidentBytes(start, kBytes), 4 * 4096u);
-  EXPECT_EQ(os::ResidentBytes(start + 4096, (2u << 20) - 8192), 0u) << "between the touched pages";
-  munmap(p, kBytes);
 }
 
 TEST(PlatformThreads, FutexWaitForReturnsAtTheTimeoutOrWhenWoken) {
