@@ -122,8 +122,12 @@ def workloads(mode, threads):
     sizes = [64 << i for i in range(12)] if full else [64, 4096, 65536]
     for t in threads:
         for s in sizes:
-            # Quick: fewer ops for the big sizes, where jemalloc takes ~5 us per op.
-            ops = 10**6 if full else (2 * 10**6 if s <= 4096 else 2 * 10**5)
+            # Quick: fewer ops for the big sizes, where jemalloc takes ~5 us per op. 10^7 for
+            # the small ones: at 2*10^6 a run took ~45 ms and two threads' figure spread over
+            # 62-99 M ops/s from one run to the next (thread start-up and scheduling), so a
+            # 3-round median read 65 in one session and 91 in the next; 0.23 s runs spread
+            # 76-92.
+            ops = 10**6 if full else (10**7 if s <= 4096 else 2 * 10**5)
             w.append(Workload(f"t-test1 {t}t {human_size(s)}", ["t-test1", str(t), str(ops), str(s), "1000"]))
     for t in (threads if full else [max(threads)]):
         w.append(Workload(f"t-test2 {t}t 4K", ["t-test2", str(t), str(10**6), "4096", "1000"]))
@@ -216,8 +220,10 @@ def find_lib(names):
 def find_allocators(args):
     """Returns [(name, preload path or None)]; prints a line for each one skipped."""
     found = []
-    for spec in getattr(args, "variant", None) or []:
-        add_variant(spec)
+    # Named on the command line, so run even when --allocators lists others only (a variant
+    # left out by a subset it was not added to would silently not be measured).
+    asked = {add_variant(spec) for spec in getattr(args, "variant", None) or []}
+    asked |= {spec.partition("=")[0] for spec in args.extra}
     ours = args.ours or os.path.join(ROOT, "build", "src", "libtcmalloc_minimal.so")
     if os.path.exists(ours):
         found += [(name, os.path.realpath(ours)) for name in our_variants()]
@@ -240,7 +246,7 @@ def find_allocators(args):
             found.append((name, os.path.realpath(path)))
     if args.allocators:
         keep = args.allocators.split(",")
-        found = [a for a in found if a[0] in keep]
+        found = [a for a in found if a[0] in keep or a[0] in asked]
     else:
         found = [a for a in found if a[0] not in OPT_IN]
     return found
@@ -713,9 +719,9 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE[,VAR=VALUE]",
                     help="our library once more under NAME with these environment settings "
                     "(repeatable), e.g. ours-8m:TCMALLOC_MAX_PER_CPU_CACHE_SIZE=8388608")
-    ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc; "
-                    "ours-unhardened (TCMALLOC_HARDENED=0) and ours-no-hardening (that and "
-                    "TCMALLOC_GUARDED_SAMPLE_RATE=0) run only when named here")
+    ap.add_argument("--allocators", help="comma-separated subset, e.g. ours,glibc (--extra and "
+                    "--variant ones run too); ours-unhardened (TCMALLOC_HARDENED=0) and "
+                    "ours-no-hardening (that and TCMALLOC_GUARDED_SAMPLE_RATE=0) run only when named here")
     ap.add_argument("--filter", help="regex: only workloads whose name matches")
     ap.add_argument("--rounds", type=int, help="rounds (default 5)")
     ap.add_argument("--threads", help="comma-separated thread counts (default 1,2 quick; 1..2*CPUs full)")

@@ -76,6 +76,17 @@ class Variants(unittest.TestCase):
             os.environ.update(saved)
             run.ALLOCATOR_ENV.pop("ours-8m", None)
 
+    def test_variants_and_extras_run_beside_a_subset(self):
+        # --allocators ours,glibc with a --variant: the variant was asked for by name (it
+        # once dropped out of the tables without a word).
+        try:
+            args = argparse.Namespace(ours=LIB, extra=[f"other={LIB}"], allocators="ours,glibc",
+                                      variant=["v:X=1"])
+            found = dict(run.find_allocators(args))
+            self.assertEqual(set(found), {"ours", "glibc", "v", "other"})
+        finally:
+            run.ALLOCATOR_ENV.pop("v", None)
+
     def test_a_malformed_variant_is_refused(self):
         for spec in ("nameonly", "x:", "x:NOEQUALS", "glibc:A=1", ":A=1", "ours-per-thread:A=1"):
             with self.assertRaises(SystemExit):
