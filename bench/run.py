@@ -51,6 +51,10 @@ ALLOCATOR_ENV = {PER_THREAD: {"TCMALLOC_PER_CPU_CACHES": "0"},
                  NO_HARDENING: {"TCMALLOC_HARDENED": "0", "TCMALLOC_GUARDED_SAMPLE_RATE": "0"}}
 OPT_IN = {UNHARDENED, NO_HARDENING}
 REFERENCE = "ours"  # ratios are value(allocator) / value(REFERENCE)
+# The peers preloaded from their Debian libraries (glibc needs no preload).
+PEERS = (("gperftools", ["libtcmalloc_minimal.so.4"]),
+         ("jemalloc", ["libjemalloc.so.2"]),
+         ("mimalloc", ["libmimalloc.so.2"]))
 
 
 def our_variants():
@@ -66,7 +70,7 @@ def add_variant(spec):
     pairs = [kv.partition("=") for kv in settings.split(",") if kv]
     if not name or not pairs or any(not k or not sep for k, sep, _ in pairs):
         sys.exit(f"run.py: --variant {spec!r}: expected NAME:VAR=VALUE[,VAR=VALUE...]")
-    if name in ("glibc", "gperftools", "jemalloc", "mimalloc", REFERENCE) or name in ALLOCATOR_ENV:
+    if name in ("glibc", REFERENCE) or name in dict(PEERS) or name in ALLOCATOR_ENV:
         sys.exit(f"run.py: --variant {spec!r}: {name} names an allocator already")
     ALLOCATOR_ENV[name] = {k: v for k, _, v in pairs}
     return name
@@ -230,9 +234,7 @@ def find_allocators(args):
     else:
         log(f"skip ours: {ours} not found (build it, or pass --ours PATH)")
     found.append(("glibc", None))
-    for name, libs in (("gperftools", ["libtcmalloc_minimal.so.4"]),
-                       ("jemalloc", ["libjemalloc.so.2"]),
-                       ("mimalloc", ["libmimalloc.so.2"])):
+    for name, libs in PEERS:
         p = find_lib(libs)
         if p:
             found.append((name, p))
@@ -256,6 +258,15 @@ def snapshot(lib, outdir):
     dst = os.path.join(outdir, "ours-" + os.path.basename(lib))
     shutil.copy2(lib, dst)
     return dst
+
+
+def with_snapshots(allocs, outdir):
+    """Our library is measured from a private copy in outdir: a rebuild during the run (ours
+    is the one under development) would otherwise swap the allocator halfway, or catch it
+    half-written. Every name it runs under gets the copy, also when "ours" itself is left
+    out of --allocators and only a variant runs."""
+    mine = {lib: snapshot(lib, outdir) for lib in {lib for n, lib in allocs if n in our_variants()}}
+    return [(n, mine[lib] if n in our_variants() else lib) for n, lib in allocs]
 
 
 def preload_env(path, name=None):
@@ -751,11 +762,7 @@ def main():
     outdir = os.path.dirname(os.path.abspath(outfile))
     os.makedirs(outdir, exist_ok=True)
 
-    allocs = find_allocators(args)
-    # Measure a private copy of our library: a rebuild during the run (ours is the one under
-    # development) would otherwise swap the allocator halfway, or catch it half-written.
-    mine = {lib: snapshot(lib, outdir) for n, lib in allocs if n == REFERENCE}
-    allocs = [(n, mine.get(lib, lib) if n in our_variants() else lib) for n, lib in allocs]
+    allocs = with_snapshots(find_allocators(args), outdir)
     log("allocators: " + ", ".join(f"{n} ({lib or 'no preload'})" for n, lib in allocs))
     bindir = build(args)
     missing = [p for p in PROGRAMS if not os.path.exists(os.path.join(bindir, p))]

@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,6 +85,20 @@ class Variants(unittest.TestCase):
                                       variant=["v:X=1"])
             found = dict(run.find_allocators(args))
             self.assertEqual(set(found), {"ours", "glibc", "v", "other"})
+        finally:
+            run.ALLOCATOR_ENV.pop("v", None)
+
+    def test_a_variant_alone_runs_from_the_snapshot(self):
+        # --allocators glibc --variant v:...: "ours" is not measured, yet v must not preload
+        # the library under development (a rebuild during the run would swap it).
+        try:
+            args = argparse.Namespace(ours=LIB, extra=[], allocators="glibc", variant=["v:X=1"])
+            with tempfile.TemporaryDirectory() as out:
+                found = dict(run.with_snapshots(run.find_allocators(args), out))
+                self.assertEqual(set(found), {"glibc", "v"})
+                self.assertEqual(os.path.dirname(found["v"]), out)
+                self.assertTrue(os.path.exists(found["v"]))
+                self.assertIsNone(found["glibc"])
         finally:
             run.ALLOCATOR_ENV.pop("v", None)
 
