@@ -288,8 +288,12 @@ TEST(BatchCheck, ProducerConsumerAndTreeBatchesRarelyNeedTheFilter) {
     consumer.join();
     size_t batches = Prop("tcmalloc.batch_check_batches") - checked;
     size_t sent = Prop("tcmalloc.batch_check_filtered_batches") - filtered;
-    // At most 128 objects a batch: the remote frees crossed the check in batches.
-    EXPECT_GT(batches, kObjects / 128 / 2) << "the frees did not reach the batch check";
+    // The remote frees crossed the check in batches (at most 128 objects each). How many
+    // depends on the interleaving: per-CPU mode 2000-2250 alone or pinned to one CPU,
+    // per-thread mode ~12,800, but 1371 and 1559 in one CI run's parallel ctest, where the
+    // bound was 1600. A share over a few hundred batches still means something; frees
+    // that never reach the check give none.
+    EXPECT_GT(batches, kObjects / 128 / 8) << "the frees did not reach the batch check";
     return batches == 0 ? 100.0 : 100.0 * static_cast<double>(sent) / static_cast<double>(batches);
   };
   // The share depends on how the two threads interleave: alone on 2 CPUs it is 0.3-2.3%
