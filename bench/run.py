@@ -2,9 +2,8 @@
 """Side-by-side allocator benchmark: every workload under every allocator, interleaved.
 
 Builds the workload programs in bench/, finds the allocators (ours, glibc, gperftools, jemalloc,
-mimalloc), runs each workload under each allocator with LD_PRELOAD in round-robin order for
-several rounds, and reports medians as Markdown tables, with every figure also shown as a ratio
-to ours. Optional: instruction counts per malloc+free pair under callgrind, and PNG plots when
+mimalloc), runs each workload under each allocator with LD_PRELOAD, interleaved, for several
+rounds, and reports medians as Markdown tables, with every figure also shown as a ratio to ours. Optional: instruction counts per malloc+free pair under callgrind, and PNG plots when
 matplotlib is importable.
 
     bench/run.py                  # --quick: about a minute on 2 cores
@@ -14,7 +13,8 @@ matplotlib is importable.
 
 Only the standard library is used for measuring. Wall-clock figures on a shared 2-core machine
 drift by tens of percent between runs, so allocators are never compared across separate
-invocations: within each round every allocator runs every workload, in a rotating order.
+invocations: within each round every allocator runs every workload, in an order that changes
+by round and workload (run_order).
 """
 import argparse
 import concurrent.futures
@@ -227,7 +227,17 @@ def find_allocators(args):
     # Named on the command line, so run even when --allocators lists others only (a variant
     # left out by a subset it was not added to would silently not be measured).
     asked = {add_variant(spec) for spec in getattr(args, "variant", None) or []}
-    asked |= {spec.partition("=")[0] for spec in args.extra}
+    taken = {"glibc", *dict(PEERS), *our_variants()}
+    for spec in args.extra:
+        # A name already taken would put two libraries under one name: the samples and
+        # tables are keyed by it, so one would silently shadow the other.
+        name, sep, path = spec.partition("=")
+        if not name or not sep or not path:
+            sys.exit(f"run.py: --extra {spec!r}: expected NAME=PATH")
+        if name in taken:
+            sys.exit(f"run.py: --extra {spec!r}: {name} names an allocator already")
+        taken.add(name)
+        asked.add(name)
     ours = args.ours or os.path.join(ROOT, "build", "src", "libtcmalloc_minimal.so")
     if os.path.exists(ours):
         found += [(name, os.path.realpath(ours)) for name in our_variants()]
@@ -403,6 +413,24 @@ class Progress:
         log(msg)
 
 
+def run_order(n, row):
+    """The order in which n allocators run in schedule row `row`: a Williams design, in
+    which every allocator follows every other one equally often over a full period of rows
+    (n rows for even n, 2n for odd n: each row and its reverse), and runs in every position.
+    What ran just before matters on these VMs: the balloon's free page reporting hands
+    free 2 MiB blocks back to the host, so a process that faults huge pages in right after
+    one that used 4 KiB pages pays ~5x the system time of one that reuses huge pages
+    another process has just freed (bench/README.md, twenty-sixth session). A plain rotation
+    keeps the same neighbour in front of each allocator in every row."""
+    first = [0]
+    for t in range(1, n):
+        first.append((t + 1) // 2 if t % 2 else n - t // 2)
+    period = n if n % 2 == 0 else 2 * n
+    row %= max(period, 1)
+    order = [(x + row) % n for x in first]
+    return order if row < n else order[::-1]
+
+
 def run_timing(ws, allocs, bindir, rounds, timeout):
     """Returns samples {(workload, allocator): [metrics dict per round]} and failures
     {(workload, allocator): message}. A pair that failed once is not run again."""
@@ -412,11 +440,11 @@ def run_timing(ws, allocs, bindir, rounds, timeout):
     for r in range(rounds):
         t0 = time.monotonic()
         for i, w in enumerate(ws):
-            # Rotate the order each round and workload so no allocator always runs right
-            # after the same neighbour (warm caches, frequency boosts, page cache state).
-            k = (r + i) % len(allocs)
+            # A new row of the schedule each round and workload, so no allocator always runs
+            # right after the same neighbour (warm caches, frequency boosts, page cache state,
+            # huge pages the host took back) or in the same position.
             walls = {}
-            for name, lib in allocs[k:] + allocs[:k]:
+            for name, lib in [allocs[j] for j in run_order(len(allocs), r + i)]:
                 if (w.name, name) in failures:
                     prog.step(f"{w.name} / {name} (skipped: failed before)")
                     continue
@@ -433,7 +461,7 @@ def run_timing(ws, allocs, bindir, rounds, timeout):
                     walls[name] = m["wall_s"]
             if not prog.tty:  # a log file gets one line per workload instead of a status line
                 log(f"  round {r + 1}/{rounds} [{i + 1}/{len(ws)}] {w.name}: "
-                    + ", ".join(f"{n} {walls[n]:.3f}s" for n, _ in allocs if n in walls))
+                    + ", ".join(f"{n} {walls[n]:.3f}s" for n in walls))  # in the order they ran
         prog.line(f"round {r + 1}/{rounds} done in {time.monotonic() - t0:.1f} s")
     return samples, failures
 

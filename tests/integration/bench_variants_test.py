@@ -22,6 +22,11 @@ def allocators(names=None, variants=None):
     return dict(run.find_allocators(args))
 
 
+def allocators_with_extra(spec):
+    args = argparse.Namespace(ours=LIB, extra=[spec], allocators=None, variant=[])
+    return dict(run.find_allocators(args))
+
+
 class Variants(unittest.TestCase):
     def test_default_set_leaves_out_the_opt_in_variants(self):
         found = allocators()
@@ -102,11 +107,77 @@ class Variants(unittest.TestCase):
         finally:
             run.ALLOCATOR_ENV.pop("v", None)
 
+    def test_an_extra_under_a_taken_name_is_refused(self):
+        for spec in (f"ours={LIB}", f"mimalloc={LIB}", f"glibc={LIB}", f"ours-per-thread={LIB}", f"x{LIB}", "x="):
+            args = argparse.Namespace(ours=LIB, extra=[spec], allocators=None, variant=[])
+            with self.assertRaises(SystemExit, msg=spec):
+                run.find_allocators(args)
+        args = argparse.Namespace(ours=LIB, extra=[f"x={LIB}", f"x={LIB}"], allocators=None, variant=[])
+        with self.assertRaises(SystemExit):
+            run.find_allocators(args)
+        self.assertEqual(allocators_with_extra(f"x={LIB}")["x"], os.path.realpath(LIB))
+
     def test_a_malformed_variant_is_refused(self):
         for spec in ("nameonly", "x:", "x:NOEQUALS", "glibc:A=1", ":A=1", "ours-per-thread:A=1"):
             with self.assertRaises(SystemExit):
                 allocators(None, [spec])
         self.assertNotIn("x", run.ALLOCATOR_ENV)
+
+
+class Schedule(unittest.TestCase):
+    """run_order: the order of the allocators in each round and workload."""
+
+    def rows(self, n):
+        return [run.run_order(n, row) for row in range(n if n % 2 == 0 else 2 * n)]
+
+    def test_every_row_runs_each_allocator_once(self):
+        for n in range(1, 9):
+            for row in range(3 * n):
+                self.assertEqual(sorted(run.run_order(n, row)), list(range(n)), (n, row))
+
+    def test_each_allocator_follows_every_other_equally_often(self):
+        for n in range(2, 9):
+            follows = {}
+            for order in self.rows(n):
+                for a, b in zip(order, order[1:]):
+                    follows[(a, b)] = follows.get((a, b), 0) + 1
+            want = 1 if n % 2 == 0 else 2
+            pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+            self.assertEqual({p: follows.get(p, 0) for p in pairs}, {p: want for p in pairs}, n)
+
+    def test_each_allocator_runs_in_every_position(self):
+        for n in range(2, 9):
+            for pos in range(n):
+                self.assertEqual(sorted(order[pos] for order in self.rows(n))[::2 if n % 2 else 1],
+                                 list(range(n)), (n, pos))
+
+    def test_the_runner_follows_it(self):
+        # run_timing with a run_once that records the order instead of running anything: six
+        # allocators, four workloads, three rounds. ours-per-thread must not always come right
+        # after ours (the old rotation's order), and each workload's round r must run its
+        # allocators in the order of row r + i.
+        names = ["ours", "ours-per-thread", "glibc", "gperftools", "jemalloc", "mimalloc"]
+        allocs = [(n, "") for n in names]
+        ws = [run.Workload(f"w{i}", ["true"]) for i in range(4)]
+        ran = []
+        saved = run.run_once, run.log
+        run.run_once = lambda argv, env, timeout: (ran.append(env.get("BENCH_ALLOCATOR_NAME", "")) or
+                                                   ({"wall_s": 0.0}, None))
+        run.log = lambda msg: None
+        original_env = run.preload_env
+        run.preload_env = lambda lib, name=None: {"BENCH_ALLOCATOR_NAME": name}
+        try:
+            run.run_timing(ws, allocs, "/nonexistent", 3, 1)
+        finally:
+            run.run_once, run.log = saved
+            run.preload_env = original_env
+        self.assertEqual(len(ran), 3 * 4 * 6)
+        rows = [ran[k:k + 6] for k in range(0, len(ran), 6)]
+        for k, order in enumerate(rows):
+            r, i = divmod(k, 4)
+            self.assertEqual(order, [names[j] for j in run.run_order(6, r + i)])
+        before = {order[order.index("ours-per-thread") - 1] for order in rows if order[0] != "ours-per-thread"}
+        self.assertGreater(len(before), 2, rows)
 
 
 if __name__ == "__main__":
