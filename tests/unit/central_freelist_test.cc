@@ -905,6 +905,42 @@ TEST_F(CentralFreeListTest, OwnObjectsGoBackInOnePass) {
   central_->Verify();
 }
 
+// The same with the spans' objects in falling address order: a run ends where the next
+// object lies below its span (its offset wraps around) as well as above it.
+TEST_F(CentralFreeListTest, OwnObjectsInFallingOrderGoBackInOnePass) {
+  const size_t cl = SizeMap::ClassIndex(16);
+  Init(cl);
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl);
+  std::vector<void*> objs(3 * per_span);
+  for (size_t i = 0; i < objs.size(); i += 128) ASSERT_EQ(central_->RemoveBatch(objs.data() + i, 128), 128);
+  std::sort(objs.begin(), objs.end(), std::greater<>());
+  const size_t before = central_->own_run_objects();
+  central_->InsertToSpans(objs.data(), static_cast<int>(objs.size()));
+  EXPECT_EQ(central_->own_run_objects() - before, objs.size());
+  EXPECT_EQ(central_->num_spans(), 0u);
+  central_->Verify();
+}
+
+// A pointer into a span's tail waste (a multiple of the size past the last object) anywhere
+// in a run of that span's objects: the run ends there and the general path names it.
+TEST_F(CentralFreeListDeathTest, TailWasteInAnOwnRunCrashes) {
+  const size_t cl = SizeMap::ClassIndex(48);
+  ASSERT_EQ(SizeMap::ClassPages(cl), 1u);
+  ASSERT_GT(kPageSize - SizeMap::ObjectsPerSpan(cl) * 48, 0u);  // 32 bytes past the last object
+  Init(cl);
+  std::vector<void*> objs(20);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 20), 20);
+  Span* span = t_->pagemap.GetSpan(PageId::FromPtr(objs[0]));
+  void* const tail_waste = static_cast<char*>(span->start_ptr()) + SizeMap::ObjectsPerSpan(cl) * 48;
+  for (size_t k : {size_t{0}, size_t{10}, size_t{19}}) {
+    SCOPED_TRACE(k);
+    std::vector<void*> bad = objs;
+    bad[k] = tail_waste;
+    EXPECT_DEATH(central_->InsertToSpans(bad.data(), static_cast<int>(bad.size())),
+                 "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
+  }
+}
+
 // A block of a span whose blocks all came back earlier in the same call: named as a double
 // free, as the two-pass path names it.
 TEST_F(CentralFreeListDeathTest, BlockOfASpanGivenBackInTheSameCallCrashes) {
