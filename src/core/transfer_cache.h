@@ -45,7 +45,8 @@ class TransferCache {
   // Stores exactly batch() objects; false when full (the caller keeps them).
   bool TryInsert(void* const* objs);
   // Takes the batch stored last into out[0, batch()), in the order it was stored; false
-  // when empty.
+  // when empty. An empty cache is seen without taking the lock (and not marked as used:
+  // there is nothing for the idle drain to keep).
   bool TryRemove(void** out);
   // Removes everything, handing it to f(objs, count) in pieces, called without the lock.
   template <typename F>
