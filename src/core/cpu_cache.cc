@@ -36,11 +36,34 @@ bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per
   return true;
 }
 
+// The batch sequences' copy of k >= 1 pointers from FROM[0, k) to TO[0, k): two a step
+// through an SSE2 register (every x86-64 CPU has it), then the odd one. One pointer a step
+// took 5 instructions a pointer, this 3. Operands: i, k, tmp, v.
+typedef long long PointerPair __attribute__((vector_size(16)));
+#define TCM_COPY_POINTERS(FROM, TO)                            \
+  "xorl %k[i], %k[i]\n\t"                                       \
+  "cmpl $2, %k[k]\n\t"                                          \
+  "jb .Lodd%=\n"                                                \
+  ".Lpairs%=:\n\t"                                             \
+  "movdqu (%[" FROM "],%[i],8), %[v]\n\t"                       \
+  "movdqu %[v], (%[" TO "],%[i],8)\n\t"                         \
+  "addl $2, %k[i]\n\t"                                          \
+  "leal 1(%k[i]), %k[tmp]\n\t"                                  \
+  "cmpl %k[k], %k[tmp]\n\t"                                     \
+  "jb .Lpairs%=\n"                                              \
+  ".Lodd%=:\n\t"                                               \
+  "cmpl %k[k], %k[i]\n\t"                                       \
+  "jae .Lcopied%=\n\t"                                          \
+  "movq (%[" FROM "],%[i],8), %[tmp]\n\t"                       \
+  "movq %[tmp], (%[" TO "],%[i],8)\n"                            \
+  ".Lcopied%=:\n\t"
+
 // Like Push, but copies items[0, k) into the slots above `current` in a loop, k = min(n,
 // free slots), and commits current += k with the one store.
 int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
   for (int j = 0; j < n; ++j) TCM_TSAN_RELEASE(items[j]);
   uintptr_t slab, cur, k, i, tmp, dst;
+  PointerPair v;
   asm volatile goto(TCM_RSEQ_PROLOGUE
                     "movl (%[slab],%[cl],8), %k[cur]\n\t"
                     "movzwl 4(%[slab],%[cl],8), %k[k]\n\t"
@@ -49,18 +72,12 @@ int CpuCache::PushBatch(size_t cl, void* const* items, int n) {
                     "cmpl %[n], %k[k]\n\t"
                     "cmovgl %[n], %k[k]\n\t"
                     "leaq (%[slab],%[cur],8), %[dst]\n\t"
-                    "xorl %k[i], %k[i]\n"
-                    ".Lcopy%=:\n\t"
-                    "movq (%[items],%[i],8), %[tmp]\n\t"
-                    "movq %[tmp], (%[dst],%[i],8)\n\t"
-                    "incl %k[i]\n\t"
-                    "cmpl %k[k], %k[i]\n\t"
-                    "jb .Lcopy%=\n\t"
+                    TCM_COPY_POINTERS("items", "dst")
                     "addl %k[k], %k[cur]\n\t"
                     "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
                     TCM_RSEQ_EPILOGUE
                     : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
-                      [dst] "=&r"(dst)
+                      [dst] "=&r"(dst), [v] "=&x"(v)
                     : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl),
                       [items] "r"(items), [n] "r"(n)
                     : "cc", "memory"
@@ -74,6 +91,7 @@ miss:
 // the caller's; a restarted section simply writes it again) and commits current -= k.
 int CpuCache::PopBatch(size_t cl, void** out, int n) {
   uintptr_t slab, cur, k, i, tmp, src;
+  PointerPair v;
   asm volatile goto(TCM_RSEQ_PROLOGUE
                     "movl (%[slab],%[cl],8), %k[cur]\n\t"
                     "movzwl 6(%[slab],%[cl],8), %k[tmp]\n\t"
@@ -84,17 +102,11 @@ int CpuCache::PopBatch(size_t cl, void** out, int n) {
                     "cmovgl %[n], %k[k]\n\t"
                     "subl %k[k], %k[cur]\n\t"
                     "leaq (%[slab],%[cur],8), %[src]\n\t"
-                    "xorl %k[i], %k[i]\n"
-                    ".Lcopy%=:\n\t"
-                    "movq (%[src],%[i],8), %[tmp]\n\t"
-                    "movq %[tmp], (%[out],%[i],8)\n\t"
-                    "incl %k[i]\n\t"
-                    "cmpl %k[k], %k[i]\n\t"
-                    "jb .Lcopy%=\n\t"
+                    TCM_COPY_POINTERS("src", "out")
                     "movl %k[cur], (%[slab],%[cl],8)\n"  // commit
                     TCM_RSEQ_EPILOGUE
                     : [slab] "=&r"(slab), [cur] "=&r"(cur), [k] "=&r"(k), [i] "=&r"(i), [tmp] "=&r"(tmp),
-                      [src] "=&r"(src)
+                      [src] "=&r"(src), [v] "=&x"(v)
                     : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl),
                       [out] "r"(out), [n] "r"(n)
                     : "cc", "memory"
