@@ -39,7 +39,7 @@ bool CpuCache::Init(Arena* arena, CentralFreeList* central, size_t max_bytes_per
 // The batch sequences' copy of k >= 1 pointers from FROM[0, k) to TO[0, k): two a step
 // through an SSE2 register (every x86-64 CPU has it), then the odd one. One pointer a step
 // took 5 instructions a pointer, this 3. Operands: i, k, tmp, v.
-typedef long long PointerPair __attribute__((vector_size(16)));
+using PointerPair = long long __attribute__((vector_size(16)));
 #define TCM_COPY_POINTERS(FROM, TO)                            \
   "xorl %k[i], %k[i]\n\t"                                       \
   "cmpl $2, %k[k]\n\t"                                          \
