@@ -921,6 +921,24 @@ TEST_F(CentralFreeListTest, OwnObjectsInFallingOrderGoBackInOnePass) {
   central_->Verify();
 }
 
+// A block already free in its span in the middle of a run of InsertToSpans (a drained cache
+// holding a block the program freed twice): the bit test inside the run finds it, whether
+// it went back earlier or earlier in the same run.
+TEST_F(CentralFreeListDeathTest, DoubleFreeInsideAnOwnRunCrashes) {
+  const size_t cl = SizeMap::ClassIndex(64);
+  Init(cl);
+  std::vector<void*> objs(20);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 20), 20);  // blocks of one span
+  central_->InsertToSpans(objs.data() + 10, 1);           // block 10 is free again
+  std::vector<void*> earlier(objs.begin() + 5, objs.begin() + 15);  // 5..14: 10 in the middle
+  EXPECT_DEATH(central_->InsertToSpans(earlier.data(), static_cast<int>(earlier.size())),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+  std::vector<void*> twice(objs.begin(), objs.begin() + 8);
+  twice[6] = twice[2];  // the same block twice, four apart
+  EXPECT_DEATH(central_->InsertToSpans(twice.data(), static_cast<int>(twice.size())),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+}
+
 // A pointer into a span's tail waste (a multiple of the size past the last object) anywhere
 // in a run of that span's objects: the run ends there and the general path names it.
 TEST_F(CentralFreeListDeathTest, TailWasteInAnOwnRunCrashes) {
