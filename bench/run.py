@@ -3,8 +3,9 @@
 
 Builds the workload programs in bench/, finds the allocators (ours, glibc, gperftools, jemalloc,
 mimalloc), runs each workload under each allocator with LD_PRELOAD, interleaved, for several
-rounds, and reports medians as Markdown tables, with every figure also shown as a ratio to ours. Optional: instruction counts per malloc+free pair under callgrind, and PNG plots when
-matplotlib is importable.
+rounds, and reports medians as Markdown tables, with every figure also shown as a ratio to ours.
+Optional: instruction counts per malloc+free pair under callgrind, and PNG plots when matplotlib
+is importable.
 
     bench/run.py                  # --quick: about a minute on 2 cores
     bench/run.py --callgrind      # ... plus instructions per pair under callgrind

@@ -17,13 +17,8 @@ spec.loader.exec_module(run)
 LIB = None
 
 
-def allocators(names=None, variants=None):
-    args = argparse.Namespace(ours=LIB, extra=[], allocators=names, variant=variants or [])
-    return dict(run.find_allocators(args))
-
-
-def allocators_with_extra(spec):
-    args = argparse.Namespace(ours=LIB, extra=[spec], allocators=None, variant=[])
+def allocators(names=None, variants=None, extra=None):
+    args = argparse.Namespace(ours=LIB, extra=extra or [], allocators=names, variant=variants or [])
     return dict(run.find_allocators(args))
 
 
@@ -108,14 +103,11 @@ class Variants(unittest.TestCase):
             run.ALLOCATOR_ENV.pop("v", None)
 
     def test_an_extra_under_a_taken_name_is_refused(self):
-        for spec in (f"ours={LIB}", f"mimalloc={LIB}", f"glibc={LIB}", f"ours-per-thread={LIB}", f"x{LIB}", "x="):
-            args = argparse.Namespace(ours=LIB, extra=[spec], allocators=None, variant=[])
-            with self.assertRaises(SystemExit, msg=spec):
-                run.find_allocators(args)
-        args = argparse.Namespace(ours=LIB, extra=[f"x={LIB}", f"x={LIB}"], allocators=None, variant=[])
-        with self.assertRaises(SystemExit):
-            run.find_allocators(args)
-        self.assertEqual(allocators_with_extra(f"x={LIB}")["x"], os.path.realpath(LIB))
+        for extra in ([f"ours={LIB}"], [f"mimalloc={LIB}"], [f"glibc={LIB}"], [f"ours-per-thread={LIB}"],
+                      [f"x{LIB}"], ["x="], [f"x={LIB}", f"x={LIB}"]):
+            with self.assertRaises(SystemExit, msg=extra):
+                allocators(extra=extra)
+        self.assertEqual(allocators(extra=[f"x={LIB}"])["x"], os.path.realpath(LIB))
 
     def test_a_malformed_variant_is_refused(self):
         for spec in ("nameonly", "x:", "x:NOEQUALS", "glibc:A=1", ":A=1", "ours-per-thread:A=1"):

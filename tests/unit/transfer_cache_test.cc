@@ -103,7 +103,7 @@ TEST(TransferCache, DrainIfIdleWaitsForAnIdleInterval) {
   tc.DrainIfIdle(count);  // a whole interval unused: drained
   EXPECT_EQ(drained, 64u);
   EXPECT_EQ(tc.free_objects(), 0u);
-  // An empty cache that only saw refills is not "used": nothing there to keep.
+  // Once more after a refill found it empty: an insert is use, so one interval keeps it.
   void* out[32];
   EXPECT_FALSE(tc.TryRemove(out));
   ASSERT_TRUE(tc.TryInsert(Batch(32, 64).data()));
