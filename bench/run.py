@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 PROGRAMS = ["t-test1", "t-test2", "fastpath", "larson", "xmalloc", "cache_thrash", "stl_mix",
-            "realloc_growth", "large_churn", "small_overhead", "phase", "binary_trees", "idle_threads",
+            "realloc_growth", "large_churn", "small_overhead", "phase", "light_batches", "binary_trees", "idle_threads",
             "hugepage"]
 # Our library once more with its per-thread front end (the design document's thread caches,
 # what runs where rseq is unavailable), so both modes are measured side by side.
@@ -175,6 +175,11 @@ def workloads(mode, threads):
     w.append(Workload("two-phase, then sleep (bg)", ["phase", "300", "sleep"], throughput=False,
                       extra={k: v.replace("two-phase", "two-phase+sleep, background on") for k, v in phase_extra.items()},
                       env={"TCMALLOC_BACKGROUND_RELEASE": "1", "MALLOC_CONF": "background_thread:true"}))
+    # A burst of 256 MiB of 64..3904-byte blocks, freed, then 3 s of light traffic past the
+    # CPU's cache (300 blocks of each of 16 sizes every 10 ms): what the middle tier keeps.
+    w.append(Workload("burst, then light batches", ["light_batches", "256", "3", "300"], throughput=False,
+                      extra={"rss_burst_mib": "light batches: RSS after the burst was freed, MiB",
+                             "rss_light_mib": "light batches: RSS after 3 s of light traffic, MiB"}))
     # A key-value server that loads 1M keys, deletes them and serves light traffic for 2 s.
     w.append(Workload("kv-server 1M keys", ["kv_server", "1M", "2000"], throughput=False,
                       extra={"rss_loaded_mib": "kv-server: RSS loaded, MiB",

@@ -558,8 +558,8 @@ void CentralFreeList::FlushTransferCache() {
   transfer_.Drain([this](void* const* objs, int n) { InsertToSpans(objs, n); });
 }
 
-void CentralFreeList::FlushTransferCacheIfIdle() {
-  transfer_.DrainIfIdle([this](void* const* objs, int n) { InsertToSpans(objs, n); });
+void CentralFreeList::FlushIdleTransferCache() {
+  transfer_.DrainBelowLowWater([this](void* const* objs, int n) { InsertToSpans(objs, n); });
 }
 
 // Debug build: new objects carry the freed-object pattern too, so the check on hand-out

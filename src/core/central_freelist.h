@@ -246,8 +246,9 @@ class CentralFreeList {
 
   // Returns every object parked in the transfer cache to the spans (ReleaseFreeMemory).
   void FlushTransferCache();
-  // Same, but only if the transfer cache went unused since the previous call.
-  void FlushTransferCacheIfIdle();
+  // Maintenance: returns the objects that sat in the transfer cache unused since the
+  // previous call (below its low-water mark: all of them if nobody took any).
+  void FlushIdleTransferCache();
   // Gives kept spans back to the page heap, all but the `keep` most recently emptied;
   // returns their bytes. REQUIRES lock() not held.
   size_t ReleaseKeptSpans(size_t keep = 0);

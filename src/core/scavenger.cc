@@ -82,7 +82,7 @@ size_t Scavenger::Maintain(uint64_t now) {
   // list kept beyond what its allocations took back in the interval (they count as given
   // back by the front end: idle for a whole interval).
   ForEachReadyCentral(central_, shards_, num_classes_, [&from_front](CentralFreeList& c, size_t) {
-    c.FlushTransferCacheIfIdle();
+    c.FlushIdleTransferCache();
     from_front += c.ReleaseKeptSpansBeyondDemand();
   });
   const uint64_t idle = idle_time();

@@ -19,9 +19,13 @@ void TransferCache::Init(size_t object_size, int batch, void* storage) {
 
 bool TransferCache::TryInsert(void* const* objs) {
   SpinLockHolder h(&lock_);
-  __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
   if (used_ + batch_ > capacity_) return false;
-  __builtin_memcpy(objs_ + used_, objs, static_cast<size_t>(batch_) * sizeof(void*));
+  if (bottom_ + used_ + batch_ > capacity_) {
+    // Room below, left by a maintenance drain: the stack moves down once.
+    __builtin_memmove(objs_, objs_ + bottom_, static_cast<size_t>(used_) * sizeof(void*));
+    bottom_ = 0;
+  }
+  __builtin_memcpy(objs_ + bottom_ + used_, objs, static_cast<size_t>(batch_) * sizeof(void*));
   __atomic_store_n(&used_, used_ + batch_, __ATOMIC_RELAXED);
   return true;
 }
@@ -33,10 +37,11 @@ bool TransferCache::TryRemove(void** out) {
   // missed as if it had come just after, which the lock would not have prevented either.
   if (__atomic_load_n(&used_, __ATOMIC_RELAXED) < batch_) return false;
   SpinLockHolder h(&lock_);
-  __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
   if (used_ < batch_) return false;
   __atomic_store_n(&used_, used_ - batch_, __ATOMIC_RELAXED);
-  __builtin_memcpy(out, objs_ + used_, static_cast<size_t>(batch_) * sizeof(void*));
+  if (used_ < low_water_) low_water_ = used_;
+  __builtin_memcpy(out, objs_ + bottom_ + used_, static_cast<size_t>(batch_) * sizeof(void*));
+  if (used_ == 0) bottom_ = 0;
   return true;
 }
 

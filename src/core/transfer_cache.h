@@ -6,9 +6,13 @@
 // The cache is an array of object pointers (a stack of batches), not a set of chains
 // linked through the objects: moving a batch copies pointers and never reads or writes an
 // object, where walking a chain is a series of dependent loads, one cache miss after
-// another for objects that went cold. `touched` records use since the last maintenance
-// tick, so idle objects can be drained back to the spans (memory parked here would
-// otherwise keep spans alive forever: gperftools #1132).
+// another for objects that went cold. The low-water mark (the fewest objects held since
+// the last maintenance tick) says how many sat unused a whole interval: those go back to
+// the spans at the tick, oldest first (memory parked here would otherwise keep spans alive
+// forever: gperftools #1132). An idle cache's low-water mark is all it holds; a busy one's
+// bottom is as idle. A stack hands out its top, so in a program whose use of a class
+// swings around some level the batches below that level stay parked, pinning their spans:
+// a drain that waited for an interval with no use at all never took them.
 //
 // Locking: lock_ guards the array; it is a leaf lock (nothing else is taken under it).
 #ifndef TCMALLOC_TRANSFER_CACHE_H_
@@ -45,23 +49,20 @@ class TransferCache {
   // Stores exactly batch() objects; false when full (the caller keeps them).
   bool TryInsert(void* const* objs);
   // Takes the batch stored last into out[0, batch()), in the order it was stored; false
-  // when empty. An empty cache is seen without taking the lock (and not marked as used:
-  // there is nothing for the idle drain to keep).
+  // when empty. An empty cache is seen without taking the lock.
   bool TryRemove(void** out);
   // Removes everything, handing it to f(objs, count) in pieces, called without the lock.
   template <typename F>
   void Drain(F f);
-  // Drains only if the cache was not used since the previous call (maintenance tick).
+  // Maintenance tick: hands the whole batches below the low-water mark since the previous
+  // call (those that sat unused all along; everything, for a cache nobody took from) to
+  // f, the oldest first, and starts a new interval. Returns how many objects.
   template <typename F>
-  void DrainIfIdle(F f);
+  int DrainBelowLowWater(F f);
 
   int batch() const { return batch_; }
-  // Racy (no lock): a hint that TryInsert would fail. Counts as use (the cache is wanted).
-  bool LooksFull() {
-    if (__atomic_load_n(&used_, __ATOMIC_RELAXED) + batch_ <= capacity_) return false;
-    if (!__atomic_load_n(&touched_, __ATOMIC_RELAXED)) __atomic_store_n(&touched_, true, __ATOMIC_RELAXED);
-    return true;
-  }
+  // Racy (no lock): a hint that TryInsert would fail.
+  bool LooksFull() const { return __atomic_load_n(&used_, __ATOMIC_RELAXED) + batch_ > capacity_; }
   int capacity() const { return capacity_; }
   size_t free_objects() const { return static_cast<size_t>(__atomic_load_n(&used_, __ATOMIC_RELAXED)); }
   SpinLock* lock() { return &lock_; }
@@ -71,8 +72,9 @@ class TransferCache {
   SpinLock lock_;
   int batch_ = 0;
   int capacity_ = 0;  // objects, a multiple of batch_
-  int used_ = 0;
-  bool touched_ = false;
+  int used_ = 0;  // objects held, objs_[bottom_, bottom_ + used_); whole batches but during a drain
+  int bottom_ = 0;  // where the oldest object is: a drain takes from there without moving the rest
+  int low_water_ = 0;  // the fewest objects held since the last DrainBelowLowWater
   void** objs_ = nullptr;
 };
 
@@ -91,8 +93,10 @@ void TransferCache::Drain(F f) {
       if (left < 0) left = used_;
       n = left < kStep ? left : kStep;
       if (n > used_) n = used_;
-      __builtin_memcpy(taken, objs_ + (used_ - n), static_cast<size_t>(n) * sizeof(void*));
+      __builtin_memcpy(taken, objs_ + bottom_ + (used_ - n), static_cast<size_t>(n) * sizeof(void*));
       __atomic_store_n(&used_, used_ - n, __ATOMIC_RELAXED);
+      if (used_ < low_water_) low_water_ = used_;
+      if (used_ == 0) bottom_ = 0;
     }
     if (n == 0) return;
     left -= n;
@@ -101,14 +105,33 @@ void TransferCache::Drain(F f) {
 }
 
 template <typename F>
-void TransferCache::DrainIfIdle(F f) {
-  {
-    SpinLockHolder h(&lock_);
-    bool idle = !__atomic_load_n(&touched_, __ATOMIC_RELAXED);
-    __atomic_store_n(&touched_, false, __ATOMIC_RELAXED);
-    if (!idle || used_ == 0) return;
+int TransferCache::DrainBelowLowWater(F f) {
+  // From the bottom, whole batches in all, a piece at a time without the lock while f
+  // runs: inserts and removes meanwhile work on the top, whose batches stay whole, and a
+  // remove that goes below what is left to drain lowers the count (those objects were
+  // wanted after all).
+  constexpr int kStep = 256;
+  void* taken[kStep];
+  int left = -1;
+  int drained = 0;
+  if (batch_ <= 0) return 0;  // no storage (Init with nullptr), or never set up
+  for (;;) {
+    int n = 0;
+    {
+      SpinLockHolder h(&lock_);
+      if (left < 0) left = low_water_ - low_water_ % batch_;
+      if (left > used_) left = used_;
+      n = left < kStep ? left : kStep;
+      __builtin_memcpy(taken, objs_ + bottom_, static_cast<size_t>(n) * sizeof(void*));
+      bottom_ = used_ == n ? 0 : bottom_ + n;
+      __atomic_store_n(&used_, used_ - n, __ATOMIC_RELAXED);
+      left -= n;
+      if (left == 0) low_water_ = used_;  // the next interval starts with what is left
+    }
+    if (n == 0) return drained;
+    drained += n;
+    f(taken, n);
   }
-  Drain(f);
 }
 
 }  // namespace tcm

@@ -5,9 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <vector>
-
 #include <memory>
+#include <vector>
 
 #include "core/size_classes.h"
 #include "test_heap.h"
@@ -144,6 +143,35 @@ TEST_F(ScavengerTest, IdleTransferCacheChainsGoBackToTheirSpans) {
   EXPECT_EQ(c.transfer_objects(), 0u);
   EXPECT_EQ(c.num_spans(), 0u) << "the span whose objects all came back stayed with the class";
   EXPECT_EQ(Stats().in_use_spans, 0u);
+}
+
+// A class in light use (a batch taken and given back between passes) keeps parked only
+// what that use reaches: the batches below the low-water mark go back to their spans, and
+// spans whose objects are all back leave the class. Before, any use between two passes
+// kept the whole cache, and a lightly used class held its 512 KiB of parked objects (and
+// their spans) for good.
+TEST_F(ScavengerTest, LightlyUsedTransferCacheKeepsOnlyWhatItsUseReaches) {
+  const size_t cl = SizeMap::ClassIndex(4096);
+  CentralFreeList& c = central_[cl];
+  TransferCache& tc = *c.transfer_cache();
+  const int batch = tc.batch();
+  const int batches = tc.capacity() / batch;
+  ASSERT_GE(batches, 4);
+  std::vector<void*> objs(static_cast<size_t>(batch * batches));
+  for (int b = 0; b < batches; ++b) ASSERT_EQ(c.RemoveBatch(objs.data() + b * batch, batch), batch);
+  const size_t spans = c.num_spans();
+  for (int b = 0; b < batches; ++b) c.InsertBatch(objs.data() + b * batch, batch);
+  ASSERT_EQ(c.transfer_objects(), objs.size());
+  std::vector<void*> one(static_cast<size_t>(batch));
+  for (uint64_t pass = 1; pass <= 3; ++pass) {
+    scavenger_->Maintain(pass * kSecond);
+    ASSERT_EQ(c.RemoveBatch(one.data(), batch), batch);  // light use: one batch out and back
+    c.InsertBatch(one.data(), batch);
+  }
+  EXPECT_EQ(c.transfer_objects(), static_cast<size_t>(batch));
+  EXPECT_LT(c.num_spans(), spans) << "the drained batches' spans stayed with the class";
+  c.FlushTransferCache();
+  EXPECT_EQ(c.num_spans(), 0u);
 }
 
 // An empty span a list kept for its next allocations goes back to the page heap at the

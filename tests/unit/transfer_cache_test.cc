@@ -1,6 +1,6 @@
 // TransferCache: whole batches in and out, last in first out, within the byte and object
-// bounds; a drain that waits for an idle interval; an empty cache that answers without its
-// lock.
+// bounds; a maintenance drain of what sat below the low-water mark, oldest first; an empty
+// cache that answers without its lock.
 #include "core/transfer_cache.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +21,15 @@ std::vector<void*> Batch(int n, uintptr_t first) {
   return b;
 }
 
+// A cache of `object_size` bytes and batches of `batch`, with its own storage.
+struct Cache {
+  Cache(size_t object_size, int batch) : storage(static_cast<size_t>(TransferCache::capacity_for(object_size, batch))) {
+    tc.Init(object_size, batch, storage.data());
+  }
+  std::vector<void*> storage;
+  TransferCache tc;
+};
+
 TEST(TransferCache, CapacityIsWholeBatchesWithinTheBounds) {
   // 512 KiB of 16-byte objects would be 32768 objects: the object bound.
   EXPECT_EQ(TransferCache::capacity_for(16, 32), static_cast<int>(TransferCache::kMaxObjects));
@@ -32,9 +41,8 @@ TEST(TransferCache, CapacityIsWholeBatchesWithinTheBounds) {
 }
 
 TEST(TransferCache, BatchesComeBackLastInFirstOutInTheirOrder) {
-  std::vector<void*> storage(static_cast<size_t>(TransferCache::capacity_for(4096, 4)));
-  TransferCache tc;
-  tc.Init(4096, 4, storage.data());
+  Cache c(4096, 4);
+  TransferCache& tc = c.tc;
   const std::vector<void*> a = Batch(4, 0), b = Batch(4, 100);
   ASSERT_TRUE(tc.TryInsert(a.data()));
   ASSERT_TRUE(tc.TryInsert(b.data()));
@@ -49,9 +57,8 @@ TEST(TransferCache, BatchesComeBackLastInFirstOutInTheirOrder) {
 }
 
 TEST(TransferCache, AFullCacheRefusesAndSaysSo) {
-  std::vector<void*> storage(static_cast<size_t>(TransferCache::capacity_for(65536, 2)));
-  TransferCache tc;
-  tc.Init(65536, 2, storage.data());
+  Cache c(65536, 2);
+  TransferCache& tc = c.tc;
   const int batches = tc.capacity() / 2;
   ASSERT_GE(batches, 1);
   for (int i = 0; i < batches; ++i) {
@@ -70,14 +77,14 @@ TEST(TransferCache, NoStorageMeansNoRoom) {
   EXPECT_FALSE(tc.TryInsert(Batch(32, 0).data()));
   void* out[32];
   EXPECT_FALSE(tc.TryRemove(out));
+  EXPECT_EQ(tc.DrainBelowLowWater([](void* const*, int) {}), 0);
 }
 
 // Refills that find the cache empty (a working set bigger than the cache) do not wait for
 // its lock: here another thread holds it, and the empty answer still comes at once.
 TEST(TransferCache, AnEmptyCacheAnswersWithoutItsLock) {
-  std::vector<void*> storage(static_cast<size_t>(TransferCache::capacity_for(64, 32)));
-  TransferCache tc;
-  tc.Init(64, 32, storage.data());
+  Cache c(64, 32);
+  TransferCache& tc = c.tc;
   void* out[32];
   tc.lock()->Lock();
   auto removed = std::async(std::launch::async, [&] { return tc.TryRemove(out); });
@@ -87,30 +94,110 @@ TEST(TransferCache, AnEmptyCacheAnswersWithoutItsLock) {
   EXPECT_FALSE(removed.get());
 }
 
-// DrainIfIdle gives back what sat unused for a whole interval: not what was inserted since
-// the previous call, and everything once an interval passes without use.
-TEST(TransferCache, DrainIfIdleWaitsForAnIdleInterval) {
-  std::vector<void*> storage(static_cast<size_t>(TransferCache::capacity_for(64, 32)));
-  TransferCache tc;
-  tc.Init(64, 32, storage.data());
+// The maintenance drain gives back what sat unused for a whole interval: nothing that
+// arrived since the previous tick, everything once an interval passes without a remove.
+TEST(TransferCache, AnIdleCacheDrainsAfterAWholeInterval) {
+  Cache c(64, 32);
+  TransferCache& tc = c.tc;
   ASSERT_TRUE(tc.TryInsert(Batch(32, 0).data()));
   ASSERT_TRUE(tc.TryInsert(Batch(32, 32).data()));
   size_t drained = 0;
   auto count = [&](void* const*, int n) { drained += static_cast<size_t>(n); };
-  tc.DrainIfIdle(count);  // used since the last tick: kept
-  EXPECT_EQ(drained, 0u);
+  EXPECT_EQ(tc.DrainBelowLowWater(count), 0);  // arrived in this interval: kept
   EXPECT_EQ(tc.free_objects(), 64u);
-  tc.DrainIfIdle(count);  // a whole interval unused: drained
+  EXPECT_EQ(tc.DrainBelowLowWater(count), 64);  // a whole interval unused: drained
   EXPECT_EQ(drained, 64u);
   EXPECT_EQ(tc.free_objects(), 0u);
-  // Once more after a refill found it empty: an insert is use, so one interval keeps it.
+  // A refill that found it empty, then an insert: new objects wait one interval.
   void* out[32];
   EXPECT_FALSE(tc.TryRemove(out));
   ASSERT_TRUE(tc.TryInsert(Batch(32, 64).data()));
-  tc.DrainIfIdle(count);
-  EXPECT_EQ(drained, 64u);  // the insert counts as use
-  tc.DrainIfIdle(count);
+  EXPECT_EQ(tc.DrainBelowLowWater(count), 0);
+  EXPECT_EQ(tc.DrainBelowLowWater(count), 32);
   EXPECT_EQ(drained, 96u);
+}
+
+// A class in light use (a batch taken and given back each interval) keeps only what that
+// use reaches: the batches below it sat unused and go back, the oldest first. A drain
+// that waited for an interval without any use kept such a cache full for good.
+TEST(TransferCache, LightUseKeepsOnlyWhatItReaches) {
+  Cache c(64, 32);
+  TransferCache& tc = c.tc;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tc.TryInsert(Batch(32, static_cast<uintptr_t>(32 * i)).data()));
+  std::vector<void*> drained;
+  auto collect = [&](void* const* objs, int n) { drained.insert(drained.end(), objs, objs + n); };
+  EXPECT_EQ(tc.DrainBelowLowWater(collect), 0);  // the first interval: all arrived in it
+  void* out[32];
+  for (int tick = 0; tick < 3; ++tick) {
+    ASSERT_TRUE(tc.TryRemove(out));
+    ASSERT_TRUE(tc.TryInsert(out));
+    tc.DrainBelowLowWater(collect);
+  }
+  // The first tick after light use returned the three batches below it, in their order.
+  EXPECT_EQ(tc.free_objects(), 32u);
+  std::vector<void*> oldest;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<void*> b = Batch(32, static_cast<uintptr_t>(32 * i));
+    oldest.insert(oldest.end(), b.begin(), b.end());
+  }
+  EXPECT_EQ(drained, oldest);
+  // The batch in use stays while it is used, whole.
+  ASSERT_TRUE(tc.TryRemove(out));
+  EXPECT_EQ(std::vector<void*>(out, out + 32), Batch(32, 96));
+}
+
+// After a drain from the bottom the cache fills to its capacity again (the room below is
+// reused), and its batches come out whole and last in first out.
+TEST(TransferCache, RoomADrainLeftBelowIsUsedAgain) {
+  Cache c(65536, 2);
+  TransferCache& tc = c.tc;
+  const int batches = tc.capacity() / 2;
+  ASSERT_GE(batches, 3);
+  for (int i = 0; i < batches; ++i) ASSERT_TRUE(tc.TryInsert(Batch(2, static_cast<uintptr_t>(2 * i)).data()));
+  auto none = [](void* const*, int) {};
+  tc.DrainBelowLowWater(none);
+  void* out[2];
+  ASSERT_TRUE(tc.TryRemove(out));  // the low-water mark: all but one batch
+  ASSERT_TRUE(tc.TryInsert(out));
+  EXPECT_EQ(tc.DrainBelowLowWater(none), 2 * (batches - 1));
+  for (int i = 0; i < batches - 1; ++i) ASSERT_TRUE(tc.TryInsert(Batch(2, static_cast<uintptr_t>(1000 + 2 * i)).data())) << i;
+  EXPECT_TRUE(tc.LooksFull());
+  EXPECT_FALSE(tc.TryInsert(Batch(2, 5000).data()));
+  for (int i = batches - 2; i >= 0; --i) {
+    ASSERT_TRUE(tc.TryRemove(out));
+    EXPECT_EQ(std::vector<void*>(out, out + 2), Batch(2, static_cast<uintptr_t>(1000 + 2 * i))) << i;
+  }
+  ASSERT_TRUE(tc.TryRemove(out));
+  EXPECT_EQ(std::vector<void*>(out, out + 2), Batch(2, static_cast<uintptr_t>(2 * (batches - 1))));
+  EXPECT_FALSE(tc.TryRemove(out));
+}
+
+// A refill during a drain (between its pieces, when the lock is free) takes a whole batch
+// from the top; the drain hands on objects from the bottom, and no object goes out twice.
+TEST(TransferCache, ADrainAndRefillsShareNoObject) {
+  Cache c(16, 128);  // 32768 objects: a drain of many pieces
+  TransferCache& tc = c.tc;
+  const int total = tc.capacity();
+  for (int i = 0; i < total; i += 128) ASSERT_TRUE(tc.TryInsert(Batch(128, static_cast<uintptr_t>(i)).data()));
+  auto none = [](void* const*, int) {};
+  tc.DrainBelowLowWater(none);  // starts an interval with everything below the mark
+  std::vector<int> seen(static_cast<size_t>(total), 0);
+  auto see = [&](void* const* objs, int n) {
+    for (int i = 0; i < n; ++i) ++seen[(reinterpret_cast<uintptr_t>(objs[i]) - 0x10000) / 16];
+  };
+  int refills = 0;
+  auto drain_piece = [&](void* const* objs, int n) {
+    see(objs, n);
+    void* out[128];
+    if (tc.TryRemove(out)) {  // another CPU's refill, mid-drain
+      see(out, 128);
+      EXPECT_EQ(std::vector<void*>(out, out + 128), Batch(128, static_cast<uintptr_t>(total - 128 * ++refills)));
+    }
+  };
+  tc.DrainBelowLowWater(drain_piece);
+  EXPECT_GT(refills, 0);
+  EXPECT_EQ(tc.free_objects(), 0u);
+  for (int i = 0; i < total; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << i;
 }
 
 }  // namespace
