@@ -86,6 +86,7 @@ void TransferCache::Drain(F f) {
   // At most as many objects as were there at the start: threads that keep inserting must
   // not keep the drainer here.
   int left = -1;
+  if (capacity_ == 0) return;  // no storage
   for (;;) {
     int n = 0;
     {
@@ -114,7 +115,7 @@ int TransferCache::DrainBelowLowWater(F f) {
   void* taken[kStep];
   int left = -1;
   int drained = 0;
-  if (batch_ <= 0) return 0;  // no storage (Init with nullptr), or never set up
+  if (capacity_ == 0) return 0;  // no storage (Init with nullptr), or never set up
   for (;;) {
     int n = 0;
     {

@@ -78,6 +78,7 @@ TEST(TransferCache, NoStorageMeansNoRoom) {
   void* out[32];
   EXPECT_FALSE(tc.TryRemove(out));
   EXPECT_EQ(tc.DrainBelowLowWater([](void* const*, int) {}), 0);
+  tc.Drain([](void* const*, int) { ADD_FAILURE() << "nothing to drain"; });
 }
 
 // Refills that find the cache empty (a working set bigger than the cache) do not wait for
