@@ -109,10 +109,17 @@ void SetCentralSetUp(CentralSetUp set_up) { __atomic_store_n(&g_set_up, set_up, 
 static constinit ShardClassHook g_shard_class = nullptr;
 void SetShardClassHook(ShardClassHook hook) { __atomic_store_n(&g_shard_class, hook, __ATOMIC_RELEASE); }
 
+static constinit HandoffClock g_handoff_clock = nullptr;
+void SetHandoffClock(HandoffClock clock) { __atomic_store_n(&g_handoff_clock, clock, __ATOMIC_RELEASE); }
+static uint64_t HandoffNow() {
+  const HandoffClock clock = __atomic_load_n(&g_handoff_clock, __ATOMIC_ACQUIRE);
+  return clock != nullptr ? clock() : os::MonotonicCoarseNs();
+}
+
 void CentralFreeList::WatchHandoffs(int shards) {
   shard_mask_.store(shards - 1, std::memory_order_relaxed);
   handoffs_mark_.store(handoffs(), std::memory_order_relaxed);
-  handoffs_since_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
+  handoffs_since_.store(HandoffNow(), std::memory_order_relaxed);
   watch_handoffs_.store(true, std::memory_order_relaxed);
 }
 
@@ -130,7 +137,7 @@ void CentralFreeList::NoteCallerWatched() {
 void CentralFreeList::HandoffsReached(uint32_t count) {
   // Two threads may both get here: the hook is idempotent, and a window restarted twice
   // only delays a decision.
-  const uint64_t now = os::MonotonicCoarseNs();
+  const uint64_t now = HandoffNow();
   if (now - handoffs_since_.load(std::memory_order_relaxed) <= kShardWindowNs) {
     watch_handoffs_.store(false, std::memory_order_relaxed);
     const ShardClassHook hook = __atomic_load_n(&g_shard_class, __ATOMIC_ACQUIRE);

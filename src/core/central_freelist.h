@@ -126,6 +126,12 @@ void SetCentralSetUp(CentralSetUp set_up);
 // kShardWindowNs): the composition root shards the class. nullptr: nothing is done.
 using ShardClassHook = void (*)(size_t cl);
 void SetShardClassHook(ShardClassHook hook);
+
+// The clock the hand-off watch reads, in ns; nullptr (the default): the coarse monotonic
+// clock. Tests set one they drive, so whether hand-offs came within the window does not
+// depend on how the scheduler ran their threads.
+using HandoffClock = uint64_t (*)();
+void SetHandoffClock(HandoffClock clock);
 // Called (no lock held) after spans a list gave back made the page heap's surplus rule
 // release memory: the composition root gives back every list's kept spans and closes their
 // budget until the next maintenance pass ("Kept spans" below). nullptr: nothing is done.
