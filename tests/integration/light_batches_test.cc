@@ -3,7 +3,8 @@
 // 10 ms 100 blocks of each size allocated and freed, for 2 s. The transfer caches filled
 // in the burst must come down to what the light traffic reaches: before they gave back
 // only what nobody touched for a whole maintenance interval, and this traffic touches
-// every class's cache, so 6.1 MiB stayed parked (1.2 MiB since) and with it the spans.
+// every class's cache, so 3.1-6.1 MiB stayed parked (1.2-1.5 MiB here since) and with it
+// the spans.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -54,7 +55,7 @@ TEST(LightBatches, TransferCachesComeDownToWhatLightTrafficReaches) {
   const size_t parked = Prop("tcmalloc.transfer_cache_free_bytes");
   printf("transfer caches: %.1f MiB after the burst, %.1f MiB after 2 s of light traffic; RSS %.1f MiB\n",
          MiB(parked_after_burst), MiB(parked), MiB(ResidentBytes()));
-  EXPECT_LE(parked, size_t{3} << 20);
+  EXPECT_LE(parked, size_t{5} << 19);  // 2.5 MiB
 }
 
 }  // namespace
