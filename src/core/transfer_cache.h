@@ -76,41 +76,29 @@ class TransferCache {
   int bottom_ = 0;  // where the oldest object is: a drain takes from there without moving the rest
   int low_water_ = 0;  // the fewest objects held since the last DrainBelowLowWater
   void** objs_ = nullptr;
+
+  // Both drains: everything, or the whole batches below the low-water mark; returns how
+  // many objects went to f.
+  template <typename F>
+  int DrainFromBottom(F f, bool everything);
 };
 
 template <typename F>
 void TransferCache::Drain(F f) {
-  // A piece at a time: the lock is not held while f runs.
-  constexpr int kStep = 256;
-  void* taken[kStep];
-  // At most as many objects as were there at the start: threads that keep inserting must
-  // not keep the drainer here.
-  int left = -1;
-  if (capacity_ == 0) return;  // no storage
-  for (;;) {
-    int n = 0;
-    {
-      SpinLockHolder h(&lock_);
-      if (left < 0) left = used_;
-      n = left < kStep ? left : kStep;
-      if (n > used_) n = used_;
-      __builtin_memcpy(taken, objs_ + bottom_ + (used_ - n), static_cast<size_t>(n) * sizeof(void*));
-      __atomic_store_n(&used_, used_ - n, __ATOMIC_RELAXED);
-      if (used_ < low_water_) low_water_ = used_;
-      if (used_ == 0) bottom_ = 0;
-    }
-    if (n == 0) return;
-    left -= n;
-    f(taken, n);
-  }
+  DrainFromBottom(f, true);
 }
 
 template <typename F>
 int TransferCache::DrainBelowLowWater(F f) {
-  // From the bottom, whole batches in all, a piece at a time without the lock while f
-  // runs: inserts and removes meanwhile work on the top, whose batches stay whole, and a
-  // remove that goes below what is left to drain lowers the count (those objects were
-  // wanted after all).
+  return DrainFromBottom(f, false);
+}
+
+template <typename F>
+int TransferCache::DrainFromBottom(F f, bool everything) {
+  // From the bottom, a piece at a time without the lock while f runs: inserts and removes
+  // meanwhile work on the top, whose batches stay whole, and a remove that goes below what
+  // is left to drain lowers the count (those objects were wanted after all). The count is
+  // fixed at the start: threads that keep inserting must not keep the drainer here.
   constexpr int kStep = 256;
   void* taken[kStep];
   int left = -1;
@@ -120,7 +108,7 @@ int TransferCache::DrainBelowLowWater(F f) {
     int n = 0;
     {
       SpinLockHolder h(&lock_);
-      if (left < 0) left = low_water_ - low_water_ % batch_;
+      if (left < 0) left = everything ? used_ : low_water_ - low_water_ % batch_;
       if (left > used_) left = used_;
       n = left < kStep ? left : kStep;
       __builtin_memcpy(taken, objs_ + bottom_, static_cast<size_t>(n) * sizeof(void*));
