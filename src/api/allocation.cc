@@ -509,7 +509,7 @@ void DeallocateSlow(void* p) noexcept {
     return;
   }
   ThreadCache* tc = tls_cache;
-  if (p == tc->lists_[cl].head) Crash("free(): invalid pointer %p (double free)", p);
+  if (p == tc->heads_[cl]) Crash("free(): invalid pointer %p (double free)", p);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, SizeMap::ClassSize(cl));
@@ -558,11 +558,11 @@ void VerifyHeap() {
   if (tc != &g_empty_cache) {
     for (size_t cl = 1; cl < kNumClasses; ++cl) {
       uint32_t n = 0;
-      for (void* o = tc->lists_[cl].head; o != nullptr; o = GetLink(o)) {
+      for (void* o = tc->heads_[cl]; o != nullptr; o = GetLink(o)) {
         TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl);
-        TCM_CHECK(++n <= tc->lists_[cl].length);
+        TCM_CHECK(++n <= tc->lengths_[cl]);
       }
-      TCM_CHECK(n == tc->lists_[cl].length);
+      TCM_CHECK(n == tc->lengths_[cl]);
     }
   }
   // Every object cached on a CPU is a block of its array's class (racy with other threads'
@@ -613,7 +613,7 @@ void* AllocateAligned(size_t align, size_t size) {
       const size_t class_size = SizeMap::ClassSize(cl);
       ThreadCache* tc = tls_cache;
       // The empty cache's lists are empty, so its countdown is never written.
-      if (TCM_LIKELY(class_size < g_alloc_limit) && tc->lists_[cl].head != nullptr &&
+      if (TCM_LIKELY(class_size < g_alloc_limit) && tc->heads_[cl] != nullptr &&
           (tc->sample_left_ -= static_cast<int64_t>(class_size)) >= 0)
         return PopFromCache(tc, cl);
       return AllocateSlowFor(class_size, Request{size, align});

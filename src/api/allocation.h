@@ -6,9 +6,10 @@
 // for the class and a pop from the head of the calling thread's list; free(p) is three
 // loads through the pagemap for p's class and a push. No lock, no syscall, no TLS
 // initialisation: the thread's cache pointer starts at an empty cache whose lists are
-// empty and full, so the first call of a thread simply misses. x86-64 with g++ -O2:
-// malloc ~15 instructions, free ~18, one XOR each for the encoded links (freelist_link.h;
-// bench/README.md has the measured pair count).
+// empty and full, so the first call of a thread simply misses. x86-64 with g++ -O3, from
+// the entry point to the return: malloc 23 instructions, free 27, one XOR each for the
+// encoded links (freelist_link.h); with the loop, 59.5 a pair under callgrind
+// (tests/profiler's Callgrind case bounds it).
 //
 // Per-CPU caches (core/cpu_cache.h): the per-thread path's first compare fails (its limits
 // are 0 in this mode) and branches to the per-CPU path, inlined behind it in the same entry
@@ -68,13 +69,12 @@ void DebugCheckBlockStart(void* p, size_t cl);
 
 // Pops an object of class cl from tc's list; nullptr if the list is empty.
 TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
-  ThreadCache::FreeList& list = tc->lists_[cl];
-  void* result = list.head;
+  void* result = tc->heads_[cl];
   if (TCM_UNLIKELY(result == nullptr)) return nullptr;
-  list.head = GetLink(result);
-  const uint32_t length = --list.length;
-  if (length < list.lowater) list.lowater = length;
-  if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
+  tc->heads_[cl] = GetLink(result);
+  const uint32_t length = --tc->lengths_[cl];
+  if (length < tc->lowaters_[cl]) tc->lowaters_[cl] = length;
+  if constexpr (kDebugBuild) DebugCheckPoison(result, tc->object_sizes_[cl]);
   return result;
 }
 
@@ -86,7 +86,7 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
 // path sits behind a taken branch: whichever mode is behind it pays ~1 ns a malloc+free
 // pair on the Intel host (pair loop, one CPU: per-CPU 152-155 -> 169-175 M pairs/s with
 // this layout, per-thread 174-175 -> 147-148; the instruction counts are the same either
-// way, callgrind 61.49 a per-thread 32-byte pair). The
+// way, callgrind 59.5 a per-thread 32-byte pair). The
 // countdown is charged before the pop (a TLS read-modify-write, outside the critical
 // section) and given back on a miss, so the slow path charges it exactly once.
 template <void* (*Slow)(size_t)>
@@ -153,14 +153,14 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   // Likely: per-CPU mode's limit is 0 (the layout's reason: above AllocatePerCpu).
   if (TCM_LIKELY(size >= g_alloc_limit)) return AllocatePerCpu<Slow>(size);
   ThreadCache* tc = tls_cache;
-  ThreadCache::FreeList& list = tc->lists_[SizeMap::ClassIndex(size)];
-  void* result = list.head;
+  const size_t cl = SizeMap::ClassIndex(size);
+  void* result = tc->heads_[cl];
   if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
   if (TCM_UNLIKELY((tc->sample_left_ -= static_cast<int64_t>(size)) < 0)) return Slow(size);
-  list.head = GetLink(result);  // decoded: a forged link yields an unpredictable address
-  const uint32_t length = --list.length;
-  if (length < list.lowater) list.lowater = length;
-  if constexpr (kDebugBuild) DebugCheckPoison(result, list.object_size);
+  tc->heads_[cl] = GetLink(result);  // decoded: a forged link yields an unpredictable address
+  const uint32_t length = --tc->lengths_[cl];
+  if (length < tc->lowaters_[cl]) tc->lowaters_[cl] = length;
+  if constexpr (kDebugBuild) DebugCheckPoison(result, tc->object_sizes_[cl]);
   return result;
 }
 
@@ -172,18 +172,18 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   // Class 0 (nullptr, large objects, memory we do not own) has max_length 0: slow path.
   const size_t cl = g_pagemap.ClassOf(addr);
   ThreadCache* tc = tls_cache;
-  ThreadCache::FreeList& list = tc->lists_[cl];
   // p == head is a double free caught for the price of one compare.
-  if (TCM_UNLIKELY(list.length >= list.max_length || p == list.head)) return DeallocateSlow(p);
+  if (TCM_UNLIKELY(tc->lengths_[cl] >= tc->max_lengths_[cl] || p == tc->heads_[cl])) return DeallocateSlow(p);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
-    DebugPoison(p, list.object_size);
+    DebugPoison(p, tc->object_sizes_[cl]);
   }
-  SetLink(p, list.head);  // encoded (freelist_link.h)
-  list.head = p;
-  ++list.length;
-  tc->room_ -= list.object_size;
-  if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc, list.object_size);
+  SetLink(p, tc->heads_[cl]);  // encoded (freelist_link.h)
+  tc->heads_[cl] = p;
+  ++tc->lengths_[cl];
+  const uint32_t object_size = tc->object_sizes_[cl];
+  tc->room_ -= object_size;
+  if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc, object_size);
 }
 
 // The rest of the API: slower paths, out of line.

@@ -14,9 +14,12 @@ void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, 
   central_ = central;
   shards_ = shards;
   registry_ = registry;
-  for (size_t cl = 1; cl < kNumClasses; ++cl)
-    lists_[cl] = FreeList{nullptr, 0, 1, 0, 0, static_cast<uint32_t>(SizeMap::ClassSize(cl)), 0};
-  lists_[0] = FreeList{};
+  for (size_t cl = 0; cl < kNumClasses; ++cl) {
+    heads_[cl] = nullptr;
+    lengths_[cl] = lowaters_[cl] = overages_[cl] = 0;
+    max_lengths_[cl] = cl == 0 ? 0 : 1;
+    object_sizes_[cl] = cl == 0 ? 0 : static_cast<uint32_t>(SizeMap::ClassSize(cl));
+  }
   max_size_ = max_size;
   SetRoom(0);
 }
@@ -26,9 +29,9 @@ CentralFreeList& ThreadCache::Central(size_t cl) const {
 }
 
 void* ThreadCache::FetchFromCentral(size_t cl) {
-  FreeList* l = &lists_[cl];
+  FreeList l = list(cl);
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-  uint32_t want = l->max_length < batch ? l->max_length : batch;
+  uint32_t want = l.max_length < batch ? l.max_length : batch;
   if (want == 0) want = 1;
   void* start;
   void* end;
@@ -36,51 +39,51 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
   // Slow start: grow by one up to a batch, then by whole batches.
-  if (l->max_length < batch) {
-    ++l->max_length;
+  if (l.max_length < batch) {
+    ++l.max_length;
   } else {
-    uint32_t grown = l->max_length + batch;
-    l->max_length = grown > kMaxListLength ? kMaxListLength : grown;
+    uint32_t grown = l.max_length + batch;
+    l.max_length = grown > kMaxListLength ? kMaxListLength : grown;
   }
   void* result = start;
   if (got > 1) {
     // The list is empty here (that is why we were called).
-    SetLink(end, l->head);
-    l->head = GetLink(start);
-    l->length += static_cast<uint32_t>(got - 1);
+    SetLink(end, l.head);
+    l.head = GetLink(start);
+    l.length += static_cast<uint32_t>(got - 1);
     room_ -= static_cast<intptr_t>((got - 1) * SizeMap::ClassSize(cl));
   }
   return result;
 }
 
-void ThreadCache::ReleaseToCentral(FreeList* l, size_t cl, uint32_t n, bool to_spans) {
-  if (n > l->length) n = l->length;
+void ThreadCache::ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans) {
+  if (n > l.length) n = l.length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
   CentralFreeList& central = Central(cl);
-  l->head = central.InsertList(l->head, static_cast<int>(n), to_spans);
-  l->length -= n;
-  if (l->lowater > l->length) l->lowater = l->length;
+  l.head = central.InsertList(l.head, static_cast<int>(n), to_spans);
+  l.length -= n;
+  if (l.lowater > l.length) l.lowater = l.length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
 }
 
 void ThreadCache::PushSlow(void* p, size_t cl) {
   ApplyThefts();
-  FreeList* l = &lists_[cl];
-  SetLink(p, l->head);
-  l->head = p;
-  ++l->length;
+  FreeList l = list(cl);
+  SetLink(p, l.head);
+  l.head = p;
+  ++l.length;
   room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-  if (l->length > l->max_length) {
+  if (l.length > l.max_length) {
     const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-    ReleaseToCentral(l, cl, l->max_length < batch ? l->max_length : batch);
-    if (l->max_length < batch) {
-      ++l->max_length;  // slow start, as on the allocation side
-    } else if (l->max_length > batch) {
+    ReleaseToCentral(l, cl, l.max_length < batch ? l.max_length : batch);
+    if (l.max_length < batch) {
+      ++l.max_length;  // slow start, as on the allocation side
+    } else if (l.max_length > batch) {
       // Consistently overflowing: this thread frees more than it allocates here.
-      if (++l->overages > kMaxOverages) {
-        l->max_length -= batch;
-        l->overages = 0;
+      if (++l.overages > kMaxOverages) {
+        l.max_length -= batch;
+        l.overages = 0;
       }
     }
   }
@@ -91,7 +94,7 @@ void ThreadCache::PushSlow(void* p, size_t cl) {
 size_t ThreadCache::size() const {
   size_t bytes = 0;
   for (size_t cl = 1; cl < kNumClasses; ++cl)
-    bytes += static_cast<size_t>(__atomic_load_n(&lists_[cl].length, __ATOMIC_RELAXED)) * lists_[cl].object_size;
+    bytes += static_cast<size_t>(__atomic_load_n(&lengths_[cl], __ATOMIC_RELAXED)) * object_sizes_[cl];
   return bytes;
 }
 
@@ -113,10 +116,10 @@ void ThreadCache::CheckSize(size_t freed_size) {
 
 void ThreadCache::Shed(size_t bytes) {
   for (size_t cl = kNumClasses - 1; cl >= 1 && bytes > 0; --cl) {
-    FreeList* l = &lists_[cl];
-    const size_t held = static_cast<size_t>(l->length) * SizeMap::ClassSize(cl);
+    FreeList l = list(cl);
+    const size_t held = static_cast<size_t>(l.length) * SizeMap::ClassSize(cl);
     if (held == 0) continue;
-    ReleaseToCentral(l, cl, l->length);
+    ReleaseToCentral(l, cl, l.length);
     bytes = held < bytes ? bytes - held : 0;
   }
 }
@@ -124,18 +127,18 @@ void ThreadCache::Shed(size_t bytes) {
 void ThreadCache::Scavenge() {
   ApplyThefts();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    FreeList* l = &lists_[cl];
-    const uint32_t lowater = l->lowater;
+    FreeList l = list(cl);
+    const uint32_t lowater = l.lowater;
     if (lowater > 0) {
       // L objects were never needed since the last collection; give back half of them.
       ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1);
       const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-      if (l->max_length > batch) {
-        uint32_t shrunk = l->max_length - batch;
-        l->max_length = shrunk > batch ? shrunk : batch;
+      if (l.max_length > batch) {
+        uint32_t shrunk = l.max_length - batch;
+        l.max_length = shrunk > batch ? shrunk : batch;
       }
     }
-    l->lowater = l->length;
+    l.lowater = l.length;
   }
   last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   registry_->GrowBudget(this);
@@ -150,8 +153,8 @@ void ThreadCache::Scavenge() {
 
 void ThreadCache::ReleaseAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    ReleaseToCentral(&lists_[cl], cl, lists_[cl].length, /*to_spans=*/true);
-    lists_[cl].lowater = 0;
+    ReleaseToCentral(list(cl), cl, lengths_[cl], /*to_spans=*/true);
+    lowaters_[cl] = 0;
   }
 }
 
@@ -233,7 +236,7 @@ void ThreadCacheRegistry::AddListLengths(size_t* counts) {
   SpinLockHolder h(&lock_);
   for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_)
     for (size_t cl = 1; cl < kNumClasses; ++cl)
-      counts[cl] += __atomic_load_n(&tc->lists_[cl].length, __ATOMIC_RELAXED);
+      counts[cl] += __atomic_load_n(&tc->lengths_[cl], __ATOMIC_RELAXED);
 }
 
 size_t ThreadCacheRegistry::TotalMaxSize() {

@@ -355,12 +355,12 @@ class Sampling(ProfilerCase):
 class Callgrind(ProfilerCase):
     """The malloc+free fast path did not get slower: instructions per 32-byte pair, counted by
     callgrind (deterministic), with sampling off and the profiler not running, in both
-    libraries. Baseline measured before the profiler existed: 61 per pair, loop included;
-    +3 since the hardened build encodes free-list links (issue 15: one XOR in malloc, one in
-    free; bench/README.md "Hardening")."""
+    libraries. Under valgrind the per-thread front end runs (no rseq), so this is its count:
+    59.5 a pair, loop included, with the lists as one array per field (an array of 32-byte
+    list structs cost a shift and an add in both malloc and free: 61.5). The bound is issue
+    11's: not above the 60.4 the per-thread path had before per-CPU caches landed."""
 
-    BASELINE = 64
-    SLACK = 2
+    BOUND = 60.4
     N1, N2 = 100_000, 1_100_000
 
     # An in-place realloc (40 <-> 48 bytes, one class), loop included: 65.5. The size look-up
@@ -386,7 +386,7 @@ class Callgrind(ProfilerCase):
     def check(self, binary):
         per_pair = self.per_call(binary)
         print(f"{os.path.basename(binary)}: {per_pair:.2f} instructions per malloc(32)+free pair")
-        self.assertLessEqual(per_pair, self.BASELINE + self.SLACK)
+        self.assertLessEqual(per_pair, self.BOUND)
 
     def test_minimal_library(self):
         self.check(ARGS.pair_minimal)

@@ -68,7 +68,7 @@ class ThreadCacheTest : public ::testing::Test {
   // What malloc's fast path does on a hit: pop and lower the low-water mark (it does no
   // byte accounting; frees and refills use up room_, and CheckSize() makes it exact).
   static void* Pop(ThreadCache* tc, size_t cl) {
-    ThreadCache::FreeList& l = tc->lists_[cl];
+    ThreadCache::FreeList l = tc->list(cl);
     void* r = l.head;
     if (r == nullptr) return nullptr;
     l.head = NextOf(r);
@@ -101,7 +101,7 @@ class ThreadCacheTest : public ::testing::Test {
   static void ExpectSizeMatchesLists(const ThreadCache* tc) {
     size_t held = 0;
     for (size_t cl = 1; cl < kNumClasses; ++cl)
-      held += tc->list(cl).length * SizeMap::ClassSize(cl);
+      held += tc->lengths_[cl] * SizeMap::ClassSize(cl);
     EXPECT_EQ(tc->size(), held);
   }
 
@@ -278,7 +278,7 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
 
   // free's fast path on a cache (the list has room): push, use up room_, check when gone.
   static void FastFree(ThreadCache* tc, size_t cl, void* p) {
-    ThreadCache::FreeList& l = tc->lists_[cl];
+    ThreadCache::FreeList l = tc->list(cl);
     if (l.length >= l.max_length) return tc->PushSlow(p, cl);
     NextOf(p) = l.head;
     l.head = p;
@@ -308,7 +308,7 @@ TEST_F(ThreadCacheTest, OnlyBlocksOfKMinRoomAndMoreGrowTheBudgetBetweenCollectio
   // after a free of a 4 KiB block asks for room for kRoomBlocks of them.
   ThreadCache* tc = NewCache();
   const size_t cl = SizeMap::ClassIndex(1024);
-  ThreadCache::FreeList& l = tc->lists_[cl];
+  ThreadCache::FreeList l = tc->list(cl);
   for (void* p : TakeFromCentral(cl, 56)) {
     NextOf(p) = l.head;
     l.head = p;
@@ -483,14 +483,14 @@ TEST_F(ThreadCacheTest, ManyIdleCachesStayWithinTheTotal) {
       blocks.emplace_back(cl, Malloc(tc, cl));
     }
     for (auto [cl, p] : blocks) {
-      if (!tc->lists_[cl].max_length || tc->lists_[cl].length >= tc->lists_[cl].max_length) {
+      if (!tc->list(cl).max_length || tc->list(cl).length >= tc->list(cl).max_length) {
         tc->PushSlow(p, cl);
         continue;
       }
       // The fast path's push and byte accounting, then its collection when room ran out.
-      NextOf(p) = tc->lists_[cl].head;
-      tc->lists_[cl].head = p;
-      ++tc->lists_[cl].length;
+      NextOf(p) = tc->list(cl).head;
+      tc->list(cl).head = p;
+      ++tc->list(cl).length;
       tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
       if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
     }
