@@ -273,6 +273,20 @@ static unsigned SampleDueTls(size_t size) {
 // another CPU within that time marks it at its next tick.
 static __thread uint64_t tls_last_tick_ns TCM_INITIAL_EXEC = 0;
 
+// The clock read and the tick of both TickOnly variants (tc: per-thread mode's cache,
+// nullptr in per-CPU mode), after their countdown is re-armed: a tail call that keeps no
+// value of theirs live across its calls, so they save no registers (callgrind, per-thread
+// fastpath pair 65536: TickOnly 31 -> 20 instructions a call, plus 7 here).
+TCM_NOINLINE static bool TickIfClockMoved(ThreadCache* tc) {
+  const uint64_t now = Scavenger::NowNs();
+  if (now == tls_last_tick_ns) return true;
+  tls_last_tick_ns = now;
+  if (tc == nullptr) g_cpu_cache.MarkActive(now);  // before the tick: its pass must not take this CPU for idle
+  g_scavenger.Tick(now);
+  if (tc != nullptr) ShrinkIdleThreadCache(tc, now);
+  return true;
+}
+
 bool TickOnly(size_t size) noexcept {
   if (TCM_UNLIKELY(tls_sample_rng == 0)) return false;  // the slow path starts the countdown
   const int64_t consumed = tls_armed - (tls_sample_left - static_cast<int64_t>(size));
@@ -282,15 +296,21 @@ bool TickOnly(size_t size) noexcept {
   if (TurnedOnSinceArmed(tls_heap_left, &g_options.sample_parameter) ||
       TurnedOnSinceArmed(tls_guard_left, &g_options.guarded_sample_rate))
     return false;
-  const uint64_t now = Scavenger::NowNs();
-  if (now != tls_last_tick_ns) {
-    tls_last_tick_ns = now;
-    g_cpu_cache.MarkActive(now);  // before the tick: its pass must not take this CPU for idle
-    g_scavenger.Tick(now);
-  }
   ChargeConsumed(consumed);  // the tick's turn: neither sampler is due
   Rearm(&tls_sample_left);
-  return true;
+  return TickIfClockMoved(nullptr);
+}
+
+bool TickOnly(ThreadCache* tc) noexcept {
+  // The fast path charged the request already: consumed counts it.
+  const int64_t consumed = tls_armed - tc->sample_left_;
+  if (tls_heap_left - consumed < 0 || tls_guard_left - consumed < 0) return false;
+  if (TurnedOnSinceArmed(tls_heap_left, &g_options.sample_parameter) ||
+      TurnedOnSinceArmed(tls_guard_left, &g_options.guarded_sample_rate))
+    return false;
+  ChargeConsumed(consumed);
+  Rearm(&tc->sample_left_);
+  return TickIfClockMoved(tc);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.

@@ -98,10 +98,20 @@ size_t ThreadCache::size() const {
   return bytes;
 }
 
+size_t ThreadCache::OwnSize() const {
+  // Plain loads (only the owner writes the lengths): g++ turns the loop into vector
+  // multiplies. CheckSize runs every kRoomBlocks frees of blocks as big as the budget's
+  // room, and with the atomic loads of size() it was 42 of a 64 KiB malloc+free pair's
+  // ~150 instructions (callgrind, per-thread fastpath pair 65536).
+  uint64_t bytes = 0;
+  for (size_t cl = 0; cl < kNumClasses; ++cl) bytes += uint64_t{lengths_[cl]} * object_sizes_[cl];
+  return bytes;
+}
+
 void ThreadCache::CheckSize(size_t freed_size) {
   ++size_checks_;
   ApplyThefts();
-  const size_t held = size();
+  const size_t held = OwnSize();
   if (held > max_size_) {
     Scavenge();
     return;
@@ -143,10 +153,10 @@ void ThreadCache::Scavenge() {
   last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   registry_->GrowBudget(this);
   ApplyThefts();
-  size_t held = size();
+  size_t held = OwnSize();
   if (held > max_size_ + kOverBudgetSlack) {
     Shed(held - max_size_);
-    held = size();
+    held = OwnSize();
   }
   SetRoom(held);
 }

@@ -2,7 +2,8 @@
 // The loop is all the program does after start-up, so the instruction difference between
 // two values of N divided by their difference is the cost of one pair, loop included.
 // `pair_loop N realloc`: N reallocs of one block between 40 and 48 bytes (one size class,
-// so each stays in place): the cost of realloc's size look-up.
+// so each stays in place): the cost of realloc's size look-up. `pair_loop N SIZE`: pairs of
+// SIZE bytes instead of 32 (from 64 KiB up every malloc runs the housekeeping tick).
 #include <cstdlib>
 #include <cstring>
 
@@ -17,8 +18,9 @@ int main(int argc, char** argv) {
     free(p);
     return 0;
   }
+  const size_t size = argc > 2 ? strtoul(argv[2], nullptr, 10) : 32;
   for (long i = 0; i < n; ++i) {
-    void* p = malloc(32);
+    void* p = malloc(size);
     // The pointer escapes into an empty asm: the pair cannot be optimised away.
     asm volatile("" : : "r"(p) : "memory");
     free(p);
