@@ -8,7 +8,7 @@
 // initialisation: the thread's cache pointer starts at an empty cache whose lists are
 // empty and full, so the first call of a thread simply misses. x86-64 with g++ -O3, from
 // the entry point to the return: malloc 23 instructions, free 27, one XOR each for the
-// encoded links (freelist_link.h); with the loop, 59.5 a pair under callgrind
+// encoded links (freelist_link.h); with the loop, 59.3 a pair under callgrind
 // (tests/profiler's Callgrind case bounds it).
 //
 // Per-CPU caches (core/cpu_cache.h): the per-thread path's first compare fails (its limits

@@ -356,7 +356,7 @@ class Callgrind(ProfilerCase):
     """The malloc+free fast path did not get slower: instructions per 32-byte pair, counted by
     callgrind (deterministic), with sampling off and the profiler not running, in both
     libraries. Under valgrind the per-thread front end runs (no rseq), so this is its count:
-    59.5 a pair, loop included, with the lists as one array per field (an array of 32-byte
+    59.3 a pair, loop included, with the lists as one array per field (an array of 32-byte
     list structs cost a shift and an add in both malloc and free: 61.5). The bound is issue
     11's: not above the 60.4 the per-thread path had before per-CPU caches landed."""
 
