@@ -287,30 +287,28 @@ TCM_NOINLINE static bool TickIfClockMoved(ThreadCache* tc) {
   return true;
 }
 
-bool TickOnly(size_t size) noexcept {
-  if (TCM_UNLIKELY(tls_sample_rng == 0)) return false;  // the slow path starts the countdown
-  const int64_t consumed = tls_armed - (tls_sample_left - static_cast<int64_t>(size));
-  // A sampler due, or one turned on since its countdown was armed (the slow path gives it
-  // its first gap): not just the tick.
-  if (tls_heap_left - consumed < 0 || tls_guard_left - consumed < 0) return false;
-  if (TurnedOnSinceArmed(tls_heap_left, &g_options.sample_parameter) ||
-      TurnedOnSinceArmed(tls_guard_left, &g_options.guarded_sample_rate))
-    return false;
-  ChargeConsumed(consumed);  // the tick's turn: neither sampler is due
-  Rearm(&tls_sample_left);
-  return TickIfClockMoved(nullptr);
-}
-
-bool TickOnly(ThreadCache* tc) noexcept {
-  // The fast path charged the request already: consumed counts it.
-  const int64_t consumed = tls_armed - tc->sample_left_;
+// Both TickOnly variants once their countdown `left` expired after `consumed` bytes: false
+// when a sampler is due, or one was turned on since its countdown was armed (the slow path
+// gives it its first gap); else the tick's turn: charge, re-arm, tick.
+static TCM_ALWAYS_INLINE bool TickAfter(int64_t consumed, int64_t* left, ThreadCache* tc) {
   if (tls_heap_left - consumed < 0 || tls_guard_left - consumed < 0) return false;
   if (TurnedOnSinceArmed(tls_heap_left, &g_options.sample_parameter) ||
       TurnedOnSinceArmed(tls_guard_left, &g_options.guarded_sample_rate))
     return false;
   ChargeConsumed(consumed);
-  Rearm(&tc->sample_left_);
+  Rearm(left);
   return TickIfClockMoved(tc);
+}
+
+bool TickOnly(size_t size) noexcept {
+  if (TCM_UNLIKELY(tls_sample_rng == 0)) return false;  // the slow path starts the countdown
+  // The fast path gave the request back to the countdown before calling: charged here.
+  return TickAfter(tls_armed - (tls_sample_left - static_cast<int64_t>(size)), &tls_sample_left, nullptr);
+}
+
+bool TickOnly(ThreadCache* tc) noexcept {
+  // The fast path charged the request already: consumed counts it.
+  return TickAfter(tls_armed - tc->sample_left_, &tc->sample_left_, tc);
 }
 
 // Our own code's address range, so stacks can start at the program's frame.
