@@ -603,6 +603,7 @@ bool CentralFreeList::Populate() {
   if (bitmap_words_ == 0) StartList(span);
   span->refcount = 0;
   span->owner = this;
+  span->taker = 0;  // the record may have carried objects of another list before
   lock_.Lock();
   if (bitmap_words_ != 0) {
     if ((span->free_bits = bits) != nullptr) {
@@ -635,8 +636,9 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   const uint32_t per_span = objects_per_span_;
   int got = 0;
   int counted = 0;  // objects already taken off free_objects_
+  const int slot = CursorSlot(os::RseqCurrentCpu());
   while (got < n) {
-    Span* span = nonempty_.first();
+    Span* span = SpanFor(slot);
     if (span == nullptr) {
       // Populate drops the lock: the count must match the spans before anyone can look.
       free_objects_ -= static_cast<size_t>(got - counted);
@@ -679,6 +681,30 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
   }
   free_objects_ -= static_cast<size_t>(got - counted);
   return got;
+}
+
+Span* CentralFreeList::SpanFor(int slot) {
+  Span* span = cursors_[slot];
+  if (span != nullptr && span->refcount < objects_per_span_) return span;
+  const auto others_cursor = [this, slot](const Span* s) {
+    bool other = false;
+    for (int i = 0; i < kCursorSlots; ++i) other |= i != slot && cursors_[i] == s;
+    return other;
+  };
+  // From the front (new spans and spans that got objects back): first one this slot took
+  // from before or nobody did, else one no other slot is carving now.
+  Span* fallback = nullptr;
+  int looked = 0;
+  for (Span* s = nonempty_.first(); s != nullptr && looked < kSpanScan; s = nonempty_.NextOf(s), ++looked) {
+    if (others_cursor(s)) continue;
+    if (s->taker == 0 || s->taker == slot + 1) {
+      fallback = s;
+      break;
+    }
+    if (fallback == nullptr) fallback = s;
+  }
+  if (fallback != nullptr) fallback->taker = static_cast<uint8_t>(slot + 1);
+  return cursors_[slot] = fallback;
 }
 
 template <typename Sink>
@@ -1079,6 +1105,8 @@ void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refc
 }
 
 void CentralFreeList::Unlist(Span* span, Span** to_release) {
+  for (Span*& cursor : cursors_)
+    if (cursor == span) cursor = nullptr;
   SpanList::Remove(span);
   free_objects_ -= objects_per_span_;
   --num_spans_;

@@ -44,6 +44,18 @@
 // t-test2 stays below, and their class was sharded 0.6-0.8 s into a 1.1 s run, which ran
 // 7% slower than with every class sharded. A class, once sharded, stays so.
 //
+// Carving cursors: CPUs that share a list (a class not sharded, or more CPUs than shards)
+// still take their objects from spans of their own. Each CPU's slot (CursorSlot) has a
+// cursor span it takes from until it is used up, then the first span from the list's front
+// that it took from before or nobody did (Span::taker), then any no other slot is carving,
+// and only when there is none a new span. A list holds at most one span a slot more than
+// an unshared one. Before, every refill took the front span: two CPUs whose caches started
+// up together (slow start: 1, 2, 4, ... objects a refill) got its objects in turn, their
+// first objects shared cache lines for the rest of the run, and two threads writing them
+// took 1.4x the CPU time of the same work done on one (bench/stl_mix; t-test1 on two
+// threads at 4 KiB and binary trees gained too: bench/README.md "Twenty-eighth session";
+// integration.thread_lines_test counts the lines two threads share).
+//
 // Kept spans: a one-page span (classes up to 1 KiB) whose objects are all free again
 // stays on this list, bitmap ready, while the shared budget (ByteBudget, given to Init)
 // has room: the list's next allocations take it back without the page heap. Sent back at
@@ -384,6 +396,23 @@ class CentralFreeList {
   void CheckObjectsFiltered(Source& src, int n, void** out) const;
   // Copies n objects of a chain to out (checked when checks are on), advancing src.
   void CollectChain(ChainSource& src, int n, void** out) const;
+
+  // Carving cursors. CPUs that share this list (a class not sharded, or more CPUs than
+  // shards) each take objects from a span of their own, its cursor, until it is used up,
+  // so no cache line holds objects two CPUs took; see SpanFor. REQUIRES lock_ for reads and
+  // writes; a span that leaves the list leaves every cursor (Unlist).
+  static constexpr int kCursorSlots = kMaxCentralShards;
+  // Spans SpanFor looks at from the list's front for a new cursor.
+  static constexpr int kSpanScan = 2 * kCursorSlots + 1;
+  // A CPU's slot: distinct for CPUs 0-7, and for the CPUs of one shard (cpu = shard + 8k,
+  // k < 8) too. cpu < 0 (not known): slot 0.
+  static int CursorSlot(int cpu) { return cpu < 0 ? 0 : (cpu ^ (cpu >> 3)) & (kCursorSlots - 1); }
+  Span* cursors_[kCursorSlots] = {};
+  // The span the caller's slot takes from next: its cursor while that has objects, else
+  // the first span from the front that this slot took from before or nobody did, else one
+  // no other slot is carving; nullptr when there is none (a new span is then populated:
+  // at most one a slot beyond what an unshared list would hold). REQUIRES lock_ held.
+  Span* SpanFor(int slot);
 
   TransferCache transfer_;  // in front of lock_: its own leaf lock
   mutable SpinLock lock_;  // mutable: PrevFreedTwice reads bits under it

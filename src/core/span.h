@@ -38,6 +38,9 @@ struct Span {
   // Small-object spans: every object free, kept on its central list for the list's next
   // allocations instead of going back to the page heap (counted in the list's budget).
   bool kept;
+  // Small-object spans: 1 + the cursor slot of the CPU that last took objects from it
+  // (CentralFreeList::SpanFor), 0 for none yet (in the padding after `kept`).
+  uint8_t taker;
   // Small-object spans without a bitmap: how many objects have been carved from the start
   // of the span. Objects past it were never handed out and are free without being on the
   // list at `objects`, so a new span costs no pass over its memory (in the padding after

@@ -1509,6 +1509,69 @@ void CallsInTurnFromCpus0And1(CentralFreeList& list, int calls) {
   b.join();
 }
 
+// Two CPUs that refill from one list in turn, in small and growing pieces (a per-CPU
+// cache's slow start: 1, 2, 4, ... objects), carve spans of their own: no span, and so no
+// cache line, holds objects of both. Taking from the front span alone, they got its
+// objects in turn, and two threads on two CPUs then wrote into the same lines for as long
+// as those objects circulated (stl_mix on two threads: 1.4x the CPU time of one thread's
+// work twice).
+TEST_F(CentralFreeListTest, CpusTakingInTurnCarveSpansOfTheirOwn) {
+  if (os::AllowedCpuCount() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
+  if (os::InitRseq(/*allow_own=*/false) == os::RseqSource::kNone) GTEST_SKIP() << "no rseq area: CPU not known";
+  Init(SizeMap::ClassIndex(32));
+  std::vector<void*> taken[2];
+  std::atomic<int> turn{0};
+  constexpr int kCalls = 40;
+  auto side = [&](int me) {
+    ASSERT_TRUE(os::PinToCpu(me));
+    for (int i = me; i < kCalls; i += 2) {
+      while (turn.load(std::memory_order_acquire) != i) std::this_thread::yield();
+      void* objs[kMaxTransferBatch];
+      const int want = 1 << ((i / 2) % 8);  // 1, 2, 4, ..., 128, then again
+      const int got = central_->RemoveBatch(objs, want);
+      EXPECT_EQ(got, want);
+      for (int k = 0; k < got; ++k) taken[me].push_back(objs[k]);
+      turn.store(i + 1, std::memory_order_release);
+    }
+  };
+  std::thread a(side, 0);
+  std::thread b(side, 1);
+  a.join();
+  b.join();
+  std::set<Span*> spans[2];
+  for (int me = 0; me < 2; ++me)
+    for (void* o : taken[me]) spans[me].insert(t_->pagemap.GetSpan(PageId::FromPtr(o)));
+  for (Span* s : spans[0]) EXPECT_EQ(spans[1].count(s), 0u) << "a span carved by both CPUs";
+  std::vector<void*> all = taken[0];
+  all.insert(all.end(), taken[1].begin(), taken[1].end());
+  CheckObjects(all);
+  // Each CPU's objects fill whole spans but its last: no span more than the two need.
+  const size_t per_span = SizeMap::ObjectsPerSpan(cl_);
+  for (int me = 0; me < 2; ++me) EXPECT_EQ(spans[me].size(), (taken[me].size() + per_span - 1) / per_span);
+  for (size_t i = 0; i < all.size(); i += kMaxTransferBatch)
+    central_->InsertBatch(all.data() + i, static_cast<int>(std::min<size_t>(kMaxTransferBatch, all.size() - i)));
+  VerifyHeap();
+}
+
+// A span that goes back to the page heap whole is no CPU's cursor any more: the next
+// refill carves a live span, not the released record.
+TEST_F(CentralFreeListTest, ASpanGivenBackWholeIsNoLongerTakenFrom) {
+  Init(SizeMap::ClassIndex(32));
+  const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl_));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<void*> objs;
+    ASSERT_EQ(Remove(per_span / 2, &objs), per_span / 2);  // from the cursor span
+    CheckObjects(objs);
+    Insert(objs, 0, objs.size());  // every object back: the span leaves the list
+    EXPECT_EQ(HeapSpans(), 0u) << "round " << round;
+  }
+  std::vector<void*> objs;
+  ASSERT_EQ(Remove(8, &objs), 8);
+  CheckObjects(objs);
+  Insert(objs, 0, objs.size());
+  VerifyHeap();
+}
+
 class HandoffWatchTest : public CentralFreeListTest {
  protected:
   void SetUp() override {
