@@ -52,7 +52,7 @@
 // an unshared one. Before, every refill took the front span: two CPUs whose caches started
 // up together (slow start: 1, 2, 4, ... objects a refill) got its objects in turn, their
 // first objects shared cache lines for the rest of the run, and two threads writing them
-// took 1.4x the CPU time of the same work done on one (bench/stl_mix; t-test1 on two
+// took 1.3x the CPU time of the same work done on one (bench/stl_mix; t-test1 on two
 // threads at 4 KiB and binary trees gained too: bench/README.md "Twenty-eighth session";
 // integration.thread_lines_test counts the lines two threads share).
 //

@@ -2,7 +2,7 @@
 // shape of bench/stl_mix: node containers, strings past the small-string buffer), each
 // freeing only what it allocated. No cache line may hold blocks of both: a line two CPUs
 // write moves between their caches on every write (false sharing), which made stl_mix on
-// two threads take 1.4x the CPU time of the same work done twice on one (bench/README.md,
+// two threads take 1.3x the CPU time of the same work done twice on one (bench/README.md,
 // "Twenty-eighth session").
 //
 // The pattern that defeated the allocator: the classes are not sharded (the threads

@@ -1513,7 +1513,7 @@ void CallsInTurnFromCpus0And1(CentralFreeList& list, int calls) {
 // cache's slow start: 1, 2, 4, ... objects), carve spans of their own: no span, and so no
 // cache line, holds objects of both. Taking from the front span alone, they got its
 // objects in turn, and two threads on two CPUs then wrote into the same lines for as long
-// as those objects circulated (stl_mix on two threads: 1.4x the CPU time of one thread's
+// as those objects circulated (stl_mix on two threads: 1.3x the CPU time of one thread's
 // work twice).
 TEST_F(CentralFreeListTest, CpusTakingInTurnCarveSpansOfTheirOwn) {
   if (os::AllowedCpuCount() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
