@@ -799,7 +799,7 @@ size_t ReleaseToSystem(size_t bytes) {
 size_t CallingThreadCacheSize() {
   if (g_cpu_cache.active()) return 0;  // no thread owns a cache in per-CPU mode
   ThreadCache* tc = tls_cache;
-  return tc == &g_empty_cache ? 0 : tc->size();
+  return tc == &g_empty_cache ? 0 : tc->OwnSize();  // the caller owns it
 }
 
 void ReleaseCallingThreadCache(bool destroy) {

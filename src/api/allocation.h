@@ -55,9 +55,9 @@ TCM_NOINLINE void* AllocateSlow(size_t size) noexcept;  // sets errno = ENOMEM o
 // the caller then pops as its fast path would.
 // False: the caller goes to its slow path, which does all of it.
 TCM_NOINLINE bool TickOnly(size_t size) noexcept;
-// Per-thread mode's counterpart: malloc's countdown on tc went negative on a request of
-// a request (already charged) whose list has an object. The same contract: true when only the
-// tick was due and it ran (the countdown re-armed), and the caller then pops.
+// Per-thread mode's counterpart: malloc's countdown on tc went negative on a request
+// (already charged) whose list has an object. The same contract: true when only the tick
+// was due and it ran (the countdown re-armed), and the caller then pops.
 TCM_NOINLINE bool TickOnly(ThreadCache* tc) noexcept;
 TCM_NOINLINE void DeallocateSlow(void* p) noexcept;
 TCM_NOINLINE void CollectGarbage(ThreadCache* tc, size_t freed_size) noexcept;
