@@ -210,7 +210,7 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
 
 // The rest of the API: slower paths, out of line.
 void* AllocateAligned(size_t align, size_t size);  // REQUIRES align a power of two
-void* Reallocate(void* p, size_t size);
+void* Reallocate(void* p, size_t size) noexcept;
 void* AllocateZeroed(size_t n, size_t size);
 // Usable size of a block we handed out; crashes with `who` in the message on a bad pointer.
 size_t UsableSize(const void* p, const char* who);
