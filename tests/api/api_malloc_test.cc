@@ -1,6 +1,7 @@
 // C allocation API: malloc, free, calloc, realloc, reallocarray, valloc, pvalloc, cfree,
 // free_sized, malloc_usable_size, malloc_size and nallocx, with the semantics glibc and the C
 // standard give them (alignment, zeroing, errno on failure, content preservation).
+#include <gperftools/malloc_hook.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,12 @@
 #include <vector>
 
 #include "test_util.h"
+
+// The preload mode links no allocator: these resolve to the preloaded library's at run time.
+#pragma weak MallocHook_AddNewHook
+#pragma weak MallocHook_RemoveNewHook
+#pragma weak MallocHook_AddDeleteHook
+#pragma weak MallocHook_RemoveDeleteHook
 
 namespace {
 
@@ -392,6 +399,35 @@ TEST(Realloc, ZeroSizeFreesOrReturnsAFreeablePointer) {
     void* q = realloc(p, Opaque(size_t{0}));  // glibc frees and returns NULL; C23 leaves it open
     free(q);
   }
+}
+
+// An in-place realloc is reported to hooks as the old block freed and one of the new size
+// allocated at the same address (what the heap profiler counts). realloc reads a small
+// block's class first, as free() does; that path must step aside while hooks are installed.
+const void* g_hook_new_ptr;
+size_t g_hook_new_size;
+const void* g_hook_deleted_ptr;
+void RecordNew(const void* p, size_t size) {
+  g_hook_new_ptr = p;
+  g_hook_new_size = size;
+}
+void RecordDelete(const void* p) { g_hook_deleted_ptr = p; }
+
+TEST(Realloc, InPlaceResizeIsReportedToHooks) {
+  ASSERT_NE(&MallocHook_AddNewHook, nullptr) << "the allocator's hook API is not linked";
+  void* p = malloc(Opaque(size_t{40}));  // the 48-byte class: 48 fits where it is
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(MallocHook::AddNewHook(&RecordNew));
+  ASSERT_TRUE(MallocHook::AddDeleteHook(&RecordDelete));
+  g_hook_new_ptr = g_hook_deleted_ptr = nullptr;
+  void* q = realloc(p, Opaque(size_t{48}));
+  ASSERT_TRUE(MallocHook::RemoveDeleteHook(&RecordDelete));
+  ASSERT_TRUE(MallocHook::RemoveNewHook(&RecordNew));
+  EXPECT_EQ(q, p) << "48 bytes fit the block of a 40-byte request";
+  EXPECT_EQ(g_hook_deleted_ptr, p);
+  EXPECT_EQ(g_hook_new_ptr, q);
+  EXPECT_EQ(g_hook_new_size, 48u);
+  free(q);
 }
 
 TEST(Reallocarray, BehavesLikeCheckedRealloc) {
