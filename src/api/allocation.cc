@@ -726,17 +726,12 @@ void* Reallocate(void* p, size_t size) noexcept {
   return ReallocateSlow(p, size, old);
 }
 
-void* AllocateZeroed(size_t n, size_t size) {
-  size_t total;
-  if (__builtin_mul_overflow(n, size, &total)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  if (total <= kMaxSize) {
-    void* p = Allocate(total);
-    if (p != nullptr) memset(p, 0, total);
-    return p;
-  }
+void* ZeroedSizeOverflows() noexcept {
+  errno = ENOMEM;
+  return nullptr;
+}
+
+void* AllocateZeroedLarge(size_t total) noexcept {
   Span* span = AllocateLargeSpan(total < kMaxAllocation ? total + HookedTailPad() : total, 1);
   if (span == nullptr) {
     errno = ENOMEM;

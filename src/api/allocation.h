@@ -211,7 +211,23 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
 // The rest of the API: slower paths, out of line.
 void* AllocateAligned(size_t align, size_t size);  // REQUIRES align a power of two
 void* Reallocate(void* p, size_t size) noexcept;
-void* AllocateZeroed(size_t n, size_t size);
+// calloc's pieces out of line: a request whose n * size overflows (errno = ENOMEM,
+// nullptr), and a zeroed block above kMaxSize (nullptr with errno = ENOMEM on failure).
+TCM_NOINLINE void* ZeroedSizeOverflows() noexcept;
+TCM_NOINLINE void* AllocateZeroedLarge(size_t total) noexcept;
+// calloc: Slow is the small-object miss handler (as Allocate's), Large the handler of
+// blocks above kMaxSize. Inline, so that a cache hit runs malloc's fast path and ends in
+// a tail call of memset, with no frame of its own (the call kept n and size for a failure
+// path and took 51 instructions with the wrapper's, callgrind t-test1 1 1000000 64).
+template <void* (*Slow)(size_t) = AllocateSlow, void* (*Large)(size_t) = AllocateZeroedLarge>
+TCM_ALWAYS_INLINE void* AllocateZeroed(size_t n, size_t size) {
+  size_t total;
+  if (TCM_UNLIKELY(__builtin_mul_overflow(n, size, &total))) return ZeroedSizeOverflows();
+  if (TCM_UNLIKELY(total > kMaxSize)) return Large(total);
+  void* p = Allocate<Slow>(total);
+  if (TCM_UNLIKELY(p == nullptr)) return nullptr;
+  return __builtin_memset(p, 0, total);
+}
 // Usable size of a block we handed out; crashes with `who` in the message on a bad pointer.
 size_t UsableSize(const void* p, const char* who);
 // Size malloc(size) would really hand out, with lg_align from nallocx's flags.

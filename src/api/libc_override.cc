@@ -67,6 +67,14 @@ TCM_NOINLINE void* MallocSlow(size_t size) noexcept {
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, false);
 }
 
+// calloc's big blocks with tc_set_new_mode's protocol (MallocSlow is the small ones'). A
+// request whose n * size overflows is refused without calling the new-handler.
+TCM_NOINLINE void* CallocLargeSlow(size_t total) noexcept {
+  if (void* p = AllocateZeroedLarge(total)) return p;
+  if (g_new_mode.load(std::memory_order_relaxed) == 0) return nullptr;
+  return RetryWithNewHandler([total] { return AllocateZeroedLarge(total); }, false);
+}
+
 TCM_NOINLINE void* NewSlow(size_t size) {
   if (void* p = AllocateSlow(size)) return p;
   return RetryWithNewHandler([size] { return AllocateSlow(size); }, true);
@@ -115,15 +123,7 @@ TCM_EXPORT void tc_free_aligned_sized(void* p, size_t, size_t) noexcept { Deallo
 
 TCM_EXPORT void tc_cfree(void* p) noexcept { Deallocate(p); }
 
-TCM_EXPORT void* tc_calloc(size_t n, size_t size) noexcept {
-  void* p = AllocateZeroed(n, size);
-  if (TCM_UNLIKELY(p == nullptr) && g_new_mode.load(std::memory_order_relaxed) != 0 && errno == ENOMEM) {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) return nullptr;
-    return RetryWithNewHandler([=] { return AllocateZeroed(n, size); }, false);
-  }
-  return p;
-}
+TCM_EXPORT void* tc_calloc(size_t n, size_t size) noexcept { return AllocateZeroed<MallocSlow, CallocLargeSlow>(n, size); }
 
 TCM_EXPORT void* tc_realloc(void* p, size_t size) noexcept { return Reallocate(p, size); }
 

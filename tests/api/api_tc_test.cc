@@ -390,6 +390,22 @@ TEST(TcApi, NewModeMakesMallocCallTheNewHandler) {
   EXPECT_EQ(g_new_mode_handler_calls, 1) << "in new-mode, tc_malloc failure calls the handler";
   EXPECT_EQ(errno, ENOMEM);
 
+  // calloc follows malloc: a block that cannot be had calls the handler, a count times
+  // size that overflows is refused without it.
+  g_new_mode_handler_calls = 0;
+  std::set_new_handler(NewModeHandler);
+  errno = 0;
+  EXPECT_EQ(tc_calloc(Opaque(size_t{1}), kTooBig), nullptr);
+  EXPECT_EQ(g_new_mode_handler_calls, 1) << "in new-mode, tc_calloc failure calls the handler";
+  EXPECT_EQ(errno, ENOMEM);
+  g_new_mode_handler_calls = 0;
+  std::set_new_handler(NewModeHandler);
+  errno = 0;
+  EXPECT_EQ(tc_calloc(Opaque(SIZE_MAX / 2), 3), nullptr);
+  EXPECT_EQ(g_new_mode_handler_calls, 0) << "an overflowing count times size is not retried";
+  EXPECT_EQ(errno, ENOMEM);
+  std::set_new_handler(nullptr);
+
   g_new_mode_handler_calls = 0;
   std::set_new_handler(NewModeHandler);
   EXPECT_EQ(tc_malloc_skip_new_handler(Opaque(kTooBig)), nullptr);

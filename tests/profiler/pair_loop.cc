@@ -4,6 +4,7 @@
 // `pair_loop N realloc`: N reallocs of one block between 40 and 48 bytes (one size class,
 // so each stays in place): the cost of realloc's size look-up. `pair_loop N SIZE`: pairs of
 // SIZE bytes instead of 32 (from 64 KiB up every malloc runs the housekeeping tick).
+// `pair_loop N calloc`: N calloc(4, 8)+free pairs: calloc's own cost over malloc's.
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +17,14 @@ int main(int argc, char** argv) {
       asm volatile("" : : "r"(p) : "memory");
     }
     free(p);
+    return 0;
+  }
+  if (argc > 2 && strcmp(argv[2], "calloc") == 0) {
+    for (long i = 0; i < n; ++i) {
+      void* p = calloc(4, 8);
+      asm volatile("" : : "r"(p) : "memory");
+      free(p);
+    }
     return 0;
   }
   const size_t size = argc > 2 ? strtoul(argv[2], nullptr, 10) : 32;
