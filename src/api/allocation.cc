@@ -672,6 +672,23 @@ static bool ResizeLargeInPlace(void* p, size_t size) {
 // (and the heap checker's tail pad) fits and would not waste more than half of it.
 static bool FitsInPlace(size_t size, size_t old, size_t pad) { return size <= old - pad && size >= old / 2; }
 
+// A block that does not serve the request where it is: a new one, the contents, the old one
+// freed. Reallocate's small-block path comes here directly (no hooks, no pad, not in place:
+// ReallocateSlow's tests would all fail), 90 -> 74 instructions a move with the
+// allocation and the free (callgrind, t-test1 1 1000000 64, where 7 reallocs in 10 move).
+static TCM_NOINLINE void* ReallocateMove(void* p, size_t size, size_t old) noexcept {
+  void* fresh = nullptr;
+  if (size > old && size < old + old / 4) {
+    // Growing by small steps (a realloc loop): leave headroom so the next steps fit.
+    fresh = Allocate(old + old / 4);
+  }
+  if (fresh == nullptr) fresh = Allocate(size);
+  if (fresh == nullptr) return nullptr;  // errno set; the old block is untouched
+  memcpy(fresh, p, size < old ? size : old);
+  Deallocate(p);
+  return fresh;
+}
+
 // Everything but the common in-place case: kept apart so that case saves no registers.
 static TCM_NOINLINE void* ReallocateSlow(void* p, size_t size, size_t old) {
   const size_t pad = HookedTailPad();  // old >= 8 > pad
@@ -686,16 +703,7 @@ static TCM_NOINLINE void* ReallocateSlow(void* p, size_t size, size_t old) {
     }
     return p;
   }
-  void* fresh = nullptr;
-  if (size > old && size < old + old / 4) {
-    // Growing by small steps (a realloc loop): leave headroom so the next steps fit.
-    fresh = Allocate(old + old / 4);
-  }
-  if (fresh == nullptr) fresh = Allocate(size);
-  if (fresh == nullptr) return nullptr;  // errno set; the old block is untouched
-  memcpy(fresh, p, size < old ? size : old);
-  Deallocate(p);
-  return fresh;
+  return ReallocateMove(p, size, old);
 }
 
 void* Reallocate(void* p, size_t size) noexcept {
@@ -711,7 +719,7 @@ void* Reallocate(void* p, size_t size) noexcept {
     if (const size_t cl = g_pagemap.ClassOf(addr); TCM_LIKELY(cl != 0 && size != 0)) {
       const size_t old = SizeMap::ClassSize(cl);
       if (TCM_LIKELY(FitsInPlace(size, old, 0))) return p;
-      return ReallocateSlow(p, size, old);
+      return ReallocateMove(p, size, old);
     }
   }
   // Everything else: nullptr, size 0, large and guarded blocks, pointers not ours, hooks.
