@@ -433,7 +433,7 @@ TEST_F(PageHeapTest, NewFailsCleanlyWhenTheSystemRefuses) {
 }
 
 // A span marked `fresh` is promised to read as zeros: calloc of a large block skips its
-// memset then (allocation.cc AllocateZeroed). Released runs are marked fresh.
+// memset then (allocation.cc AllocateZeroedLarge). Released runs are marked fresh.
 //
 // BUG (page_heap.cc ReleaseSpan: `s->fresh = true`, with system_alloc.cc Release =
 // madvise(MADV_DONTNEED)): for the memfs source, mapped MAP_SHARED by default, DONTNEED
