@@ -440,6 +440,12 @@ size_t CpuCache::CpuCapacityBytes(int cpu) const {
   return __atomic_load_n(&meta(cpu).capacity_bytes, __ATOMIC_RELAXED);
 }
 
+size_t CpuCache::ClassCapacity(int cpu, size_t cl) const {
+  if (!active() || !meta(cpu).initialized) return 0;
+  const uint16_t end = __atomic_load_n(&Header(cpu, cl)->end, __ATOMIC_RELAXED);
+  return end > begin_[cl] ? end - begin_[cl] : 0;
+}
+
 size_t CpuCache::ClassObjects(size_t cl) const {
   size_t n = 0;
   for (int cpu = 0; cpu < static_cast<int>(num_cpus_); ++cpu) {

@@ -202,6 +202,8 @@ class CpuCache {
       f(__atomic_load_n(&slots[i], __ATOMIC_RELAXED));
   }
   uint64_t drains() const { return drains_.load(std::memory_order_relaxed); }
+  // Slots class cl may hold on cpu (its capacity; racy read, for tests and statistics).
+  size_t ClassCapacity(int cpu, size_t cl) const;
   size_t max_bytes_per_cpu() const { return max_bytes_.load(std::memory_order_relaxed); }
   void set_max_bytes_per_cpu(size_t bytes) { max_bytes_.store(bytes, std::memory_order_relaxed); }
   uint16_t begin_of(size_t cl) const { return begin_[cl]; }

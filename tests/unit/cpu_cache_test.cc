@@ -111,6 +111,55 @@ class CpuCacheTest : public ::testing::Test {
     }
   }
 
+  // Six threads churn (Churn) while another moves them between CPUs as fast as it can;
+  // then every CPU is within the budget, its byte count matches its capacities, and the
+  // spans are consistent.
+  void ChurnWhileMigrating(uint64_t tag_base) {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    std::vector<pthread_t> handles(6);
+    std::atomic<int> started{0}, finished{0};
+    for (int t = 0; t < 6; ++t) {
+      workers.emplace_back([&, t] {
+        handles[t] = pthread_self();
+        started.fetch_add(1);
+        Churn(tag_base + t, 300000, false);
+        finished.fetch_add(1);
+        while (!stop.load()) sched_yield();  // stay joinable-alive until the migrator stopped
+      });
+    }
+    while (started.load() < 6) sched_yield();
+    std::thread migrator([&] {
+      const int n = sysconf(_SC_NPROCESSORS_ONLN);
+      for (int round = 0; !stop.load(); ++round) {
+        for (int t = 0; t < 6; ++t) {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET((round + t) % n, &set);
+          pthread_setaffinity_np(handles[t], sizeof(set), &set);
+        }
+        sched_yield();
+      }
+    });
+    while (finished.load() < 6) sched_yield();
+    stop = true;
+    migrator.join();
+    for (auto& w : workers) w.join();
+    for (int cpu = 0; cpu < cache_->num_cpus(); ++cpu) {
+      EXPECT_LE(cache_->CpuCapacityBytes(cpu), cache_->max_bytes_per_cpu()) << "cpu " << cpu;
+      EXPECT_EQ(cache_->CpuCapacityBytes(cpu), CapacityBytesOfClasses(cpu)) << "cpu " << cpu;
+    }
+    cache_->DrainAll();
+    for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+  }
+
+  // What the capacities of cpu's classes add up to (the budget's count must match it).
+  size_t CapacityBytesOfClasses(int cpu) const {
+    size_t bytes = 0;
+    for (size_t cl = 1; cl < kNumClasses; ++cl) bytes += cache_->ClassCapacity(cpu, cl) * SizeMap::ClassSize(cl);
+    return bytes;
+  }
+
   static os::RseqSource source_;
   std::unique_ptr<testing::TestHeap> t_;
   std::unique_ptr<CentralFreeList[]> central_;
@@ -155,40 +204,15 @@ TEST_F(CpuCacheTest, ByteBudgetBoundsEveryCpu) {
   }
 }
 
-TEST_F(CpuCacheTest, ThreadsMigratedBetweenCpus) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> workers;
-  std::vector<pthread_t> handles(6);
-  std::atomic<int> started{0}, finished{0};
-  for (int t = 0; t < 6; ++t) {
-    workers.emplace_back([&, t] {
-      handles[t] = pthread_self();
-      started.fetch_add(1);
-      Churn(0x1000 + t, 300000, false);
-      finished.fetch_add(1);
-      while (!stop.load()) sched_yield();  // stay joinable-alive until the migrator stopped
-    });
-  }
-  while (started.load() < 6) sched_yield();
-  // Moves the workers between CPUs as fast as it can while they run.
-  std::thread migrator([&] {
-    const int n = sysconf(_SC_NPROCESSORS_ONLN);
-    for (int round = 0; !stop.load(); ++round) {
-      for (int t = 0; t < 6; ++t) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET((round + t) % n, &set);
-        pthread_setaffinity_np(handles[t], sizeof(set), &set);
-      }
-      sched_yield();
-    }
-  });
-  while (finished.load() < 6) sched_yield();
-  stop = true;
-  migrator.join();
-  for (auto& w : workers) w.join();
-  cache_->DrainAll();
-  for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
+TEST_F(CpuCacheTest, ThreadsMigratedBetweenCpus) { ChurnWhileMigrating(0x1000); }
+
+// A budget far below what the churn's classes want: most misses find it full, and growth
+// races with the migrator moving the thread to the other CPU between its look at the
+// budget and its lock. The budget still bounds every CPU and its count matches the
+// capacities.
+TEST_F(CpuCacheTest, ASmallBudgetHoldsWhileThreadsMigrate) {
+  cache_->set_max_bytes_per_cpu(16 * 1024);
+  ChurnWhileMigrating(0x6000);
 }
 
 TEST_F(CpuCacheTest, PreemptedInsideCriticalSectionsRestart) {
