@@ -515,19 +515,21 @@ CentralFreeList* CentralFreeList::ParkingFor(const void* first, const void* last
   return owner;
 }
 
-void CentralFreeList::InsertBatch(void* const* objs, int n) {
+void CentralFreeList::InsertBatch(void* const* objs, int n, bool local) {
   NoteCaller();
   // A batch is checked only if it may be parked: when the transfer cache is full (a racy
   // look, re-checked under its lock) the objects go to their spans, which check each one
   // anyway, so checking here too would do the work twice.
   if (n == transfer_.batch()) {
     CentralFreeList* const park = ParkingFor(objs[0], objs[n - 1]);
-    if (!park->transfer_.LooksFull()) {
+    // Parked at another shard, the batch crosses to that shard's CPUs: not local.
+    const bool limit = local && park == this;
+    if (!park->transfer_.LooksFull(limit)) {
       if (checks_) {
         ArraySource src{objs};
         CheckObjects(src, n, nullptr);
       }
-      if (park->transfer_.TryInsert(objs)) return;
+      if (park->transfer_.TryInsert(objs, limit)) return;
     }
   }
   InsertToSpans(objs, n);

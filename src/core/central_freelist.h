@@ -191,8 +191,9 @@ class CentralFreeList {
 
   // Gives back an array of n objects: a whole batch goes to a transfer cache when one has
   // room (the shard's that carved its first and last objects' spans, else this one: ParkingFor),
-  // anything else to the spans. For front ends that keep arrays.
-  void InsertBatch(void* const* objs, int n);
+  // anything else to the spans. For front ends that keep arrays. local: freed on a CPU
+  // that allocates the class too (TransferCache::kLocalOneBatchBytes).
+  void InsertBatch(void* const* objs, int n, bool local = false);
   // Gives back an array of n objects directly to their spans (a drained cache: what sat
   // unused should free its spans, not wait in the transfer cache).
   TCM_NOINLINE void InsertToSpans(void* const* objs, int n);

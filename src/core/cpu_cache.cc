@@ -245,9 +245,16 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
   const int cpu = CallerCpu();
   void* items[kMaxTransferBatch];
   int n = 0;
+  bool local = false;
   if (cpu >= 0) {
     MaybeGrow(cpu, cl, batch, false);
     if (Push(cl, p)) return;
+    // This CPU allocates the class too, unless its frees overflow more than twice as often
+    // as its mallocs run out (a consumer: the batch is for some other CPU). Counts since
+    // the last maintenance pass, racy like MaybeGrow's.
+    const CpuMeta& m = meta(cpu);
+    const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED);
+    local = __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) - alloc_misses <= 2 * alloc_misses;
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.
     n = PopBatch(cl, items + 1, static_cast<int>(batch) - 1);
@@ -260,7 +267,7 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
     items[i] = items[j];
     items[j] = t;
   }
-  Central(cpu, cl).InsertBatch(items, n + 1);
+  Central(cpu, cl).InsertBatch(items, n + 1, local);
 }
 
 bool CpuCache::IsTopObject(size_t cl, const void* p) {

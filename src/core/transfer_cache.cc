@@ -15,11 +15,12 @@ void TransferCache::Init(size_t object_size, int batch, void* storage) {
   batch_ = batch;
   objs_ = static_cast<void**>(storage);
   capacity_ = storage == nullptr ? 0 : capacity_for(object_size, batch);
+  local_capacity_ = object_size >= kLocalOneBatchBytes && capacity_ > batch ? batch : capacity_;
 }
 
-bool TransferCache::TryInsert(void* const* objs) {
+bool TransferCache::TryInsert(void* const* objs, bool local) {
   SpinLockHolder h(&lock_);
-  if (used_ + batch_ > capacity_) return false;
+  if (used_ + batch_ > (local ? local_capacity_ : capacity_)) return false;
   if (bottom_ + used_ + batch_ > capacity_) {
     // Room below, left by a maintenance drain: the stack moves down once.
     __builtin_memmove(objs_, objs_ + bottom_, static_cast<size_t>(used_) * sizeof(void*));

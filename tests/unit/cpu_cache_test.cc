@@ -521,6 +521,29 @@ TEST_F(CpuCacheTest, AClassACpuOnlyFreesKeepsRoomForOneBatch) {
   UnpinDrainAndVerify(cl);
 }
 
+// A big class that overflows on the CPU that allocates it parks at most one batch in the
+// transfer cache (the rest goes to its spans, where the page heap can reuse the memory for
+// any class); the same class freed by a consumer CPU parks batches for the producer's.
+TEST_F(CpuCacheTest, BigObjectsParkOneBatchUnlessTheyCrossCpus) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(32768);
+  const size_t batch = SizeMap::NumToMove(cl);
+  ASSERT_GT(static_cast<size_t>(central_[cl].transfer_cache()->capacity()), 4 * batch);
+  std::vector<void*> v(100);
+  for (int round = 0; round < 5; ++round) {
+    AllocEach(cl, v);
+    FreeEach(cl, v);  // overflows: this CPU allocates the class too
+    EXPECT_LE(central_[cl].transfer_objects(), batch) << "round " << round;
+  }
+  cache_->DrainAll();
+  central_[cl].Verify();
+  // Allocated elsewhere: straight from the central list, as another CPU's misses would.
+  for (void*& p : v) ASSERT_EQ(central_[cl].RemoveBatch(&p, 1), 1);
+  FreeEach(cl, v);
+  EXPECT_GT(central_[cl].transfer_objects(), 4 * batch);
+  UnpinDrainAndVerify(cl);
+}
+
 TEST_F(CpuCacheTest, OneCpuByAffinity) {
   // A process restricted to one CPU: every thread shares that CPU's cache.
   ASSERT_TRUE(os::PinToCpu(0));

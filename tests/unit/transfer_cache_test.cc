@@ -70,6 +70,24 @@ TEST(TransferCache, AFullCacheRefusesAndSaysSo) {
   EXPECT_EQ(tc.free_objects(), static_cast<size_t>(tc.capacity()));
 }
 
+// Batches a CPU freed of a class it allocates too park one batch for big objects, and the
+// whole capacity for anything on its way to other CPUs; small objects use it all either way.
+TEST(TransferCache, LocalBatchesOfBigObjectsParkOneBatch) {
+  Cache big(32768, 2);
+  ASSERT_GT(big.tc.capacity(), 2);
+  EXPECT_EQ(big.tc.local_capacity(), 2);
+  ASSERT_TRUE(big.tc.TryInsert(Batch(2, 0).data(), /*local=*/true));
+  EXPECT_TRUE(big.tc.LooksFull(true));
+  EXPECT_FALSE(big.tc.TryInsert(Batch(2, 2).data(), true));
+  EXPECT_FALSE(big.tc.LooksFull());
+  ASSERT_TRUE(big.tc.TryInsert(Batch(2, 2).data()));  // crossing CPUs: the whole capacity
+  EXPECT_EQ(big.tc.free_objects(), 4u);
+  Cache small(4096, 16);
+  EXPECT_EQ(small.tc.local_capacity(), small.tc.capacity());
+  for (int i = 0; i < small.tc.capacity() / 16; ++i)
+    ASSERT_TRUE(small.tc.TryInsert(Batch(16, static_cast<uintptr_t>(16 * i)).data(), true));
+}
+
 TEST(TransferCache, NoStorageMeansNoRoom) {
   TransferCache tc;
   tc.Init(64, 32, nullptr);
