@@ -160,6 +160,11 @@ void CpuCache::Grow(int cpu, size_t cl, uint32_t n) {
   __atomic_store_n(&m.capacity_bytes, m.capacity_bytes + grow * size, __ATOMIC_RELAXED);  // racy readers
 }
 
+bool CpuCache::FreeOverflowsOutnumber(const CpuMeta& m, size_t cl, uint32_t factor) {
+  const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED);
+  return __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) - alloc_misses > factor * alloc_misses;
+}
+
 // Capacity changes take the CPU's lock; a class already at its largest capacity needs no
 // change, which the (racy) look at its header tells without the lock.
 void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n, bool alloc) {
@@ -184,8 +189,7 @@ void CpuCache::MaybeGrow(int cpu, size_t cl, uint32_t n, bool alloc) {
     // miss at all" was not enough: the process's own start-up allocations on the
     // consumer's CPU, a few misses of each small class, let it grow for a whole interval
     // (1.28 MiB left on the consumer's CPU in 5 of 12 runs of producer_consumer_test).
-    const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED);
-    if (!alloc && cap >= n && __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) - alloc_misses > alloc_misses) return;
+    if (!alloc && cap >= n && FreeOverflowsOutnumber(m, cl, 1)) return;
     // No room in the byte budget for even one object: nothing to grow until maintenance
     // shrinks a class that sits unused. (Taking the lock to find that out was 7% of
     // t-test1 at 64 KiB, where the big classes fill the budget.) Racy, like the test above.
@@ -252,9 +256,7 @@ void CpuCache::DeallocateMiss(size_t cl, void* p) {
     // This CPU allocates the class too, unless its frees overflow more than twice as often
     // as its mallocs run out (a consumer: the batch is for some other CPU). Counts since
     // the last maintenance pass, racy like MaybeGrow's.
-    const CpuMeta& m = meta(cpu);
-    const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED);
-    local = __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) - alloc_misses <= 2 * alloc_misses;
+    local = !FreeOverflowsOutnumber(meta(cpu), cl, 2);
     // Still full (budget exhausted): p and a batch of cached objects go to the central list
     // together, so the next frees find room.
     n = PopBatch(cl, items + 1, static_cast<int>(batch) - 1);

@@ -244,6 +244,10 @@ class CpuCache {
   // is at its largest already.
   void MaybeGrow(int cpu, size_t cl, uint32_t n, bool alloc);
   uint32_t FetchCount(int cpu, size_t cl, uint32_t batch);
+  // Whether class cl's frees overflowed m's CPU more than `factor` times as often as its
+  // mallocs ran out since the last maintenance pass (a consumer of another CPU's objects).
+  // Racy counts, read relaxed: a wrong answer costs a batch in the wrong place.
+  static bool FreeOverflowsOutnumber(const CpuMeta& m, size_t cl, uint32_t factor);
   // REQUIRES meta(cpu).lock. Locks the headers of the classes in mask (all if nullptr) of
   // `cpu` for a remote change and fences; returns false if the fence failed (then nothing
   // is locked). After it, the caller owns [begin_[cl], current) of each locked class.
