@@ -546,18 +546,18 @@ void CentralFreeList::CollectChain(ChainSource& src, int n, void** out) const {
   }
 }
 
-void* CentralFreeList::InsertList(void* start, int n, bool to_spans) {
+void* CentralFreeList::InsertList(void* start, int n, bool to_spans, bool local) {
   NoteCaller();
   // The chain's last object is known once it is walked: ParkingFor by the first, and the
   // last must then agree.
   CentralFreeList* park = !to_spans && n == transfer_.batch() ? ParkingFor(start, nullptr) : nullptr;
-  if (park != nullptr && !park->transfer_.LooksFull()) {
+  if (park != nullptr && !park->transfer_.LooksFull(local && park == this)) {
     // One walk checks the batch, copies it into an array and reads the rest of the list.
     ChainSource src{start};
     void* batch[kMaxTransferBatch];
     CollectChain(src, n, batch);
     if (park != this && OtherOwner(batch[n - 1]) != park) park = this;
-    if (!park->transfer_.TryInsert(batch)) InsertToSpans(batch, n);
+    if (!park->transfer_.TryInsert(batch, local && park == this)) InsertToSpans(batch, n);
     return src.current();
   }
   return InsertRange(start, n);

@@ -209,8 +209,9 @@ class CentralFreeList {
   // InsertRange(start, end, n) (or InsertRange(start, n) if to_spans), and returns the
   // rest of the list: for front ends that keep lists (thread_cache), so the list is walked
   // once, not once to cut it and again to check the batch. A whole batch parks in a
-  // transfer cache as InsertBatch's does.
-  void* InsertList(void* start, int n, bool to_spans);
+  // transfer cache as InsertBatch's does, `local` as there (freed by a thread that
+  // allocates the class too).
+  void* InsertList(void* start, int n, bool to_spans, bool local = false);
 
   // Crashes unless obj is the start of a block of this class ("call" names the operation in
   // the message). Returns obj's span and stores obj's index in it in *index.

@@ -18,6 +18,7 @@ void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, 
     heads_[cl] = nullptr;
     lengths_[cl] = lowaters_[cl] = overages_[cl] = 0;
     max_lengths_[cl] = cl == 0 ? 0 : 1;
+    refills_[cl] = overflows_[cl] = 0;
     object_sizes_[cl] = cl == 0 ? 0 : static_cast<uint32_t>(SizeMap::ClassSize(cl));
   }
   max_size_ = max_size;
@@ -38,6 +39,7 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   CentralFreeList& central = Central(cl);
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
+  if (refills_[cl] < kTransferWindow) ++refills_[cl];
   // Slow start: grow by one up to a batch, then by whole batches.
   if (l.max_length < batch) {
     ++l.max_length;
@@ -56,12 +58,12 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   return result;
 }
 
-void ThreadCache::ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans) {
+void ThreadCache::ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans, bool local) {
   if (n > l.length) n = l.length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
   CentralFreeList& central = Central(cl);
-  l.head = central.InsertList(l.head, static_cast<int>(n), to_spans);
+  l.head = central.InsertList(l.head, static_cast<int>(n), to_spans, local);
   l.length -= n;
   if (l.lowater > l.length) l.lowater = l.length;
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
@@ -76,7 +78,11 @@ void ThreadCache::PushSlow(void* p, size_t cl) {
   room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
   if (l.length > l.max_length) {
     const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-    ReleaseToCentral(l, cl, l.max_length < batch ? l.max_length : batch);
+    if (++overflows_[cl] >= kTransferWindow) {
+      overflows_[cl] /= 2;
+      refills_[cl] /= 2;
+    }
+    ReleaseToCentral(l, cl, l.max_length < batch ? l.max_length : batch, false, AllocatesToo(cl));
     if (l.max_length < batch) {
       ++l.max_length;  // slow start, as on the allocation side
     } else if (l.max_length > batch) {
@@ -129,7 +135,7 @@ void ThreadCache::Shed(size_t bytes) {
     FreeList l = list(cl);
     const size_t held = static_cast<size_t>(l.length) * SizeMap::ClassSize(cl);
     if (held == 0) continue;
-    ReleaseToCentral(l, cl, l.length);
+    ReleaseToCentral(l, cl, l.length, false, AllocatesToo(cl));
     bytes = held < bytes ? bytes - held : 0;
   }
 }
@@ -141,7 +147,7 @@ void ThreadCache::Scavenge() {
     const uint32_t lowater = l.lowater;
     if (lowater > 0) {
       // L objects were never needed since the last collection; give back half of them.
-      ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1);
+      ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1, false, AllocatesToo(cl));
       const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
       if (l.max_length > batch) {
         uint32_t shrunk = l.max_length - batch;

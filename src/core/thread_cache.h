@@ -144,8 +144,13 @@ class ThreadCache {
   friend class ThreadCacheRegistry;
   // Moves n objects of class cl to the central list. `to_spans` bypasses the transfer
   // cache: memory a thread gives up for good (exit, idle) should free whole spans, not sit
-  // in batches that pin spans all over the heap.
-  void ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans = false);
+  // in batches that pin spans all over the heap. `local`: the thread allocates the class
+  // too (AllocatesToo), so a big class parks one batch only (TransferCache::kLocalOneBatchBytes).
+  void ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans = false, bool local = false);
+  // Whether this thread refills class cl from the central list too, rather than only
+  // freeing it for others: its lists overflowed at most twice as often as they ran empty,
+  // over the recent window (the per-CPU front end's rule, CpuCache::DeallocateMiss).
+  bool AllocatesToo(size_t cl) const { return overflows_[cl] <= 2 * uint32_t{refills_[cl]}; }
   // Gives back whole lists, biggest classes first, until `bytes` are gone.
   void Shed(size_t bytes);
   void SetRoom(size_t held) {
@@ -162,6 +167,14 @@ class ThreadCache {
     if (TCM_UNLIKELY(stolen_.load(std::memory_order_relaxed) != 0))
       SetMaxSize(max_size_ - stolen_.exchange(0, std::memory_order_relaxed));
   }
+
+  // Per class, the window AllocatesToo looks at: refills from the central list and
+  // overflowing frees, each at most kTransferWindow; both halve when the overflows reach
+  // it, so a thread that turns from allocating a class to only freeing it (or back) is
+  // seen within that many overflows.
+  static constexpr uint16_t kTransferWindow = 64;
+  uint16_t refills_[kNumClasses] = {};
+  uint16_t overflows_[kNumClasses] = {};
 
   size_t max_size_ = 0;          // written by the owner only
   uint64_t size_checks_ = 0;

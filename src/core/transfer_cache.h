@@ -54,7 +54,8 @@ class TransferCache {
   static int capacity_for(size_t object_size, int batch);
 
   // Stores exactly batch() objects; false when full (the caller keeps them). local: the
-  // batch was freed on a CPU that allocates the class too (see kLocalOneBatchBytes).
+  // batch was freed on a CPU (per-thread mode: by a thread) that allocates the class too
+  // (see kLocalOneBatchBytes).
   bool TryInsert(void* const* objs, bool local = false);
   // Takes the batch stored last into out[0, batch()), in the order it was stored; false
   // when empty. An empty cache is seen without taking the lock.

@@ -425,6 +425,67 @@ TEST_F(ThreadCacheTest, FailedRefillLeavesTheListAlone) {
   EXPECT_EQ(tc->size(), 0u);
 }
 
+// A thread that allocates and frees big classes (t-test1's blocks of up to 64 KiB) parks
+// one batch of each class's overflow in its transfer cache and sends the rest to the spans,
+// where any class can reuse the pages; a thread that only frees a class (a consumer) may
+// fill the transfer cache, which is what carries batches from one thread to another.
+TEST_F(ThreadCacheTest, BigObjectsParkOneBatchUnlessTheThreadOnlyFreesThem) {
+  ThreadCache* tc = NewCache();
+  // A working set of big blocks of random classes from 16 to 64 KiB, allocated and freed
+  // in random order with the fast path's push and byte accounting, so lists overflow,
+  // budgets are checked and caches collected as in a program.
+  const size_t first = SizeMap::ClassIndex(16384), last = SizeMap::ClassIndex(65536);
+  struct Block {
+    size_t cl;
+    void* p;
+  };
+  std::vector<Block> slots(400, Block{0, nullptr});
+  uint32_t rng = 12345;
+  size_t most_over = 0;  // objects parked beyond one batch, at most over the classes
+  for (int op = 0; op < 100000; ++op) {
+    rng = rng * 1103515245u + 12345u;
+    Block& slot = slots[(rng >> 8) % slots.size()];
+    if (slot.p == nullptr) {
+      slot.cl = first + (rng >> 20) % (last - first + 1);
+      slot.p = Malloc(tc, slot.cl);
+      ASSERT_NE(slot.p, nullptr);
+      continue;
+    }
+    const size_t cl = slot.cl;
+    ThreadCache::FreeList l = tc->list(cl);
+    if (l.length >= l.max_length) {
+      tc->PushSlow(slot.p, cl);
+    } else {
+      NextOf(slot.p) = l.head;
+      l.head = slot.p;
+      ++l.length;
+      tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
+      if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
+    }
+    slot.p = nullptr;
+    const size_t parked = central_[cl].transfer_objects(), batch = SizeMap::NumToMove(cl);
+    if (parked > batch) most_over = std::max(most_over, parked - batch);
+  }
+  EXPECT_EQ(most_over, 0u) << "objects parked beyond one batch of a class";
+  for (Block& b : slots)
+    if (b.p != nullptr) tc->PushSlow(b.p, b.cl);
+  tc->ReleaseAll();
+
+  // Allocated elsewhere (straight from the central list, as other threads' refills would)
+  // and freed here only.
+  const size_t cl = SizeMap::ClassIndex(32768);
+  const size_t batch = SizeMap::NumToMove(cl);
+  ASSERT_GT(static_cast<size_t>(central_[cl].transfer_cache()->capacity()), 4 * batch);
+  ThreadCache* consumer = NewCache();
+  for (void* p : TakeFromCentral(cl, 100)) consumer->PushSlow(p, cl);
+  EXPECT_GT(central_[cl].transfer_objects(), 4 * batch);
+  consumer->ReleaseAll();
+  for (size_t c = first; c <= last; ++c) {
+    central_[c].FlushTransferCache();
+    central_[c].Verify();
+  }
+}
+
 TEST_F(ThreadCacheTest, ReleaseAllEmptiesEveryList) {
   ThreadCache* tc = NewCache();
   std::vector<std::pair<size_t, void*>> held;
