@@ -81,6 +81,20 @@ class ThreadCacheTest : public ::testing::Test {
     void* r = Pop(tc, cl);
     return r != nullptr ? r : tc->FetchFromCentral(cl);
   }
+  // free's view: the fast path's push and byte accounting and its size check once the
+  // room ran out, or the slow path when the list is full (or has no room at all).
+  static void Free(ThreadCache* tc, size_t cl, void* p) {
+    ThreadCache::FreeList l = tc->list(cl);
+    if (l.length >= l.max_length) {
+      tc->PushSlow(p, cl);
+      return;
+    }
+    NextOf(p) = l.head;
+    l.head = p;
+    ++l.length;
+    tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
+    if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
+  }
   // Empties the list into *held as a program allocating everything would.
   static void Drain(ThreadCache* tc, size_t cl, std::vector<void*>* held) {
     while (void* p = Pop(tc, cl)) held->push_back(p);
@@ -432,7 +446,7 @@ TEST_F(ThreadCacheTest, FailedRefillLeavesTheListAlone) {
 TEST_F(ThreadCacheTest, BigObjectsParkOneBatchUnlessTheThreadOnlyFreesThem) {
   ThreadCache* tc = NewCache();
   // A working set of big blocks of random classes from 16 to 64 KiB, allocated and freed
-  // in random order with the fast path's push and byte accounting, so lists overflow,
+  // in random order as the fast paths would (Malloc, Free), so lists overflow,
   // budgets are checked and caches collected as in a program.
   const size_t first = SizeMap::ClassIndex(16384), last = SizeMap::ClassIndex(65536);
   struct Block {
@@ -452,16 +466,7 @@ TEST_F(ThreadCacheTest, BigObjectsParkOneBatchUnlessTheThreadOnlyFreesThem) {
       continue;
     }
     const size_t cl = slot.cl;
-    ThreadCache::FreeList l = tc->list(cl);
-    if (l.length >= l.max_length) {
-      tc->PushSlow(slot.p, cl);
-    } else {
-      NextOf(slot.p) = l.head;
-      l.head = slot.p;
-      ++l.length;
-      tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-      if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
-    }
+    Free(tc, cl, slot.p);
     slot.p = nullptr;
     const size_t parked = central_[cl].transfer_objects(), batch = SizeMap::NumToMove(cl);
     if (parked > batch) most_over = std::max(most_over, parked - batch);
@@ -543,18 +548,7 @@ TEST_F(ThreadCacheTest, ManyIdleCachesStayWithinTheTotal) {
       const size_t cl = 1 + static_cast<size_t>((i * 37 + t) % 60);  // 8 B .. ~1 KiB classes
       blocks.emplace_back(cl, Malloc(tc, cl));
     }
-    for (auto [cl, p] : blocks) {
-      if (!tc->list(cl).max_length || tc->list(cl).length >= tc->list(cl).max_length) {
-        tc->PushSlow(p, cl);
-        continue;
-      }
-      // The fast path's push and byte accounting, then its collection when room ran out.
-      NextOf(p) = tc->list(cl).head;
-      tc->list(cl).head = p;
-      ++tc->list(cl).length;
-      tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-      if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
-    }
+    for (auto [cl, p] : blocks) Free(tc, cl, p);
   }
   size_t held = 0;
   for (ThreadCache* tc : caches) {
