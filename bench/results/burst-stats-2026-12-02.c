@@ -3,42 +3,31 @@
  * MallocExtension_GetStats, before anything is freed: where the peak of that workload sits
  * (bench/README, thirty-first session: span tails against class rounding).
  *
- *   gcc -O2 -o /tmp/burst bench/results/burst-stats-2026-12-02.c -ldl
+ *   gcc -O2 -Ibench -o /tmp/burst bench/results/burst-stats-2026-12-02.c -ldl
  *   LD_PRELOAD=build/src/libtcmalloc_minimal.so /tmp/burst */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+
+#include "bench_util.h"
 
 typedef void (*GetStatsFn)(char *buffer, int length);
-
-static long rss_kib(void) {
-  long pages = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f == NULL) return 0;
-  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-  fclose(f);
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 int main(void) {
   size_t sizes[16];
   for (int i = 0; i < 16; ++i) sizes[i] = 64 + 256 * (size_t)i;
   const size_t bytes = (size_t)256 << 20, cap = bytes / 64 + 1;
   void **objs = malloc(cap * sizeof(void *));
-  if (objs == NULL) return 1;
+  if (objs == NULL) bench_die("burst-stats: out of memory");
   size_t n = 0, total = 0;
   while (total < bytes) {
     const size_t s = sizes[n % 16];
     char *p = malloc(s);
-    if (p == NULL) return 1;
+    if (p == NULL) bench_die("burst-stats: out of memory");
     memset(p, 1, s);
     objs[n++] = p;
     total += s;
   }
-  printf("rss_kib=%ld requested_kib=%zu objects=%zu\n", rss_kib(), total / 1024, n);
+  printf("rss_kib=%ld requested_kib=%zu objects=%zu\n", bench_rss_bytes() / 1024, total / 1024, n);
   GetStatsFn get_stats = (GetStatsFn)dlsym(RTLD_DEFAULT, "MallocExtension_GetStats");
   static char stats[1 << 17];
   if (get_stats != NULL) {
