@@ -29,14 +29,6 @@ struct Block {
   size_t size;
 };
 
-// The tests' pseudo-random sequence (xorshift64): advances *x and returns it.
-uint64_t NextRandom(uint64_t* x) {
-  *x ^= *x << 13;
-  *x ^= *x >> 7;
-  *x ^= *x << 17;
-  return *x;
-}
-
 // Resident growth after freeing a pseudo-random half of n blocks of [lo, hi] bytes, divided
 // by the bytes still live (requested bytes, rounded up to the 4 KiB pages they touch).
 double ResidentPerLiveAfterHalfFreed(size_t n, size_t lo, size_t hi, uint64_t seed) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +52,14 @@ inline long MinorFaults() {
 // Signed difference, so a shrink never wraps around into a huge "drop".
 inline long long Drop(size_t before, size_t after) {
   return static_cast<long long>(before) - static_cast<long long>(after);
+}
+
+// The tests' pseudo-random sequence (xorshift64): advances *x and returns it.
+inline uint64_t NextRandom(uint64_t* x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
 }
 
 inline double MiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }

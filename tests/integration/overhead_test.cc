@@ -68,10 +68,7 @@ double BlockOverheadRatio(bool uniform) {
   uint64_t state = 88172645463325252u, requested = 0;
   size_t i = 0;
   for (; requested < total; ++i) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const size_t size = uniform ? 1025 + state % 3072 : 64 + 256 * (i % 16);
+    const size_t size = uniform ? 1025 + NextRandom(&state) % 3072 : 64 + 256 * (i % 16);
     void* p = malloc(size);
     memset(p, 1, size);
     blocks[i] = p;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gperftools/malloc_extension.h"
+#include "memory_util.h"
 
 namespace {
 
@@ -47,9 +48,7 @@ struct Bin {
 void SharedBins(std::vector<Bin>* bins, uint64_t seed, int ops) {
   uint64_t x = seed;
   for (int i = 0; i < ops; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
+    NextRandom(&x);
     Bin& b = (*bins)[x % bins->size()];
     pthread_mutex_lock(&b.lock);
     if (b.p == nullptr) {
