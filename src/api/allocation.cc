@@ -541,6 +541,9 @@ void DeallocateSlow(void* p) noexcept {
   tc->PushSlow(p, cl);
 }
 
+// The per-CPU path that loads the rseq offset (allocation.h: "Two variants").
+void DeallocatePerCpuLoadedOffset(void* p) noexcept { DeallocatePerCpuAt<false>(p); }
+
 void DeallocatePerCpuMiss(void* p, size_t cl) noexcept {
   if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
   g_scavenger.OnSlowPath();

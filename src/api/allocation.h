@@ -14,7 +14,8 @@
 // Per-CPU caches (core/cpu_cache.h): the per-thread path's first compare fails (its limits
 // are 0 in this mode) and branches to the per-CPU path, inlined behind it in the same entry
 // point, which pops from or pushes onto the current CPU's slab inside a restartable
-// sequence: malloc 31 instructions in all, free 33. Keeping the per-thread path first
+// sequence: malloc 30 instructions in all, free 32, with glibc's rseq area at the offset
+// the build found (else a tail call to the variant that loads it). Keeping the per-thread path first
 // costs the per-CPU path one compare, and the per-thread path nothing (it is what runs
 // under valgrind, where callgrind counts it). The per-CPU path was a separate function,
 // reached by a second jump: inlining it took the pair loop from 3.6 to 3.4 ns.
@@ -93,20 +94,32 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
 // way, callgrind 59.5 a per-thread 32-byte pair). The
 // countdown is charged before the pop (a TLS read-modify-write, outside the critical
 // section) and given back on a miss, so the slow path charges it exactly once.
-template <void* (*Slow)(size_t)>
+//
+// Two variants of the per-CPU path (CpuCache::Pop/Push<kBuiltIn>): the inlined one
+// addresses glibc's rseq area at the offset the build found (os::RseqOffsetIsBuiltIn), and
+// is open while g_cpu_built_in_alloc_limit / g_cpu_built_in_free_limit are; everything
+// else (an area of our own, a glibc whose offset differs, hooks) fails its first compare
+// and tail-calls the out-of-line variant, which loads the offset (g_cpu_* limits).
+template <bool kBuiltIn, void* (*Slow)(size_t)>
 TCM_NOINLINE void* AllocatePerCpuAfterCountdown(size_t size);
-
 template <void* (*Slow)(size_t)>
-TCM_ALWAYS_INLINE void* AllocatePerCpu(size_t size) {
-  if (TCM_UNLIKELY(size >= g_cpu_alloc_limit)) return Slow(size);
+TCM_NOINLINE void* AllocatePerCpuLoadedOffset(size_t size);
+
+template <bool kBuiltIn, void* (*Slow)(size_t)>
+TCM_ALWAYS_INLINE void* AllocatePerCpuAt(size_t size) {
+  if constexpr (kBuiltIn) {
+    if (TCM_UNLIKELY(size >= g_cpu_built_in_alloc_limit)) return AllocatePerCpuLoadedOffset<Slow>(size);
+  } else {
+    if (TCM_UNLIKELY(size >= g_cpu_alloc_limit)) return Slow(size);
+  }
   const size_t cl = SizeMap::ClassIndex(size);
   if (TCM_UNLIKELY((tls_sample_left -= static_cast<int64_t>(size)) < 0)) {
     tls_sample_left += static_cast<int64_t>(size);
     // A tail call like every other way out: a call that returns here made the compiler
     // save registers for every path (callgrind: 6 more instructions a per-thread pair).
-    return AllocatePerCpuAfterCountdown<Slow>(size);
+    return AllocatePerCpuAfterCountdown<kBuiltIn, Slow>(size);
   }
-  void* result = g_cpu_cache.Pop(cl);
+  void* result = g_cpu_cache.Pop<kBuiltIn>(cl);
   if (TCM_UNLIKELY(result == nullptr)) {
     tls_sample_left += static_cast<int64_t>(size);
     return Slow(size);
@@ -115,12 +128,22 @@ TCM_ALWAYS_INLINE void* AllocatePerCpu(size_t size) {
   return result;
 }
 
-// The countdown ran out: the tick alone (TickOnly) and then the pop, or the slow path.
 template <void* (*Slow)(size_t)>
+TCM_ALWAYS_INLINE void* AllocatePerCpu(size_t size) {
+  return AllocatePerCpuAt<true, Slow>(size);
+}
+
+template <void* (*Slow)(size_t)>
+TCM_NOINLINE void* AllocatePerCpuLoadedOffset(size_t size) {
+  return AllocatePerCpuAt<false, Slow>(size);
+}
+
+// The countdown ran out: the tick alone (TickOnly) and then the pop, or the slow path.
+template <bool kBuiltIn, void* (*Slow)(size_t)>
 TCM_NOINLINE void* AllocatePerCpuAfterCountdown(size_t size) {
   if (!TickOnly(size)) return Slow(size);
   const size_t cl = SizeMap::ClassIndex(size);
-  void* result = g_cpu_cache.Pop(cl);
+  void* result = g_cpu_cache.Pop<kBuiltIn>(cl);
   if (TCM_UNLIKELY(result == nullptr)) {
     // What the tick consumed counts this request already; the slow path charges it again,
     // so it is credited first and the fresh countdown stays as TickOnly armed it.
@@ -132,20 +155,28 @@ TCM_NOINLINE void* AllocatePerCpuAfterCountdown(size_t size) {
 }
 
 TCM_NOINLINE void DeallocatePerCpuMiss(void* p, size_t cl) noexcept;
+TCM_NOINLINE void DeallocatePerCpuLoadedOffset(void* p) noexcept;
 
 // free's per-CPU path: class through the pagemap, push; a miss (full, locked, no rseq
 // area) or class 0 (nullptr, large, not ours) goes to the slow paths.
-TCM_ALWAYS_INLINE void DeallocatePerCpu(void* p) noexcept {
+template <bool kBuiltIn>
+TCM_ALWAYS_INLINE void DeallocatePerCpuAt(void* p) noexcept {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
+  if constexpr (kBuiltIn) {
+    if (TCM_UNLIKELY(addr >= g_cpu_built_in_free_limit)) return DeallocatePerCpuLoadedOffset(p);
+  } else {
+    if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
+  }
   const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
   if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, SizeMap::ClassSize(cl));
   }
-  if (TCM_UNLIKELY(!g_cpu_cache.Push(cl, p))) return DeallocatePerCpuMiss(p, cl);
+  if (TCM_UNLIKELY(!g_cpu_cache.Push<kBuiltIn>(cl, p))) return DeallocatePerCpuMiss(p, cl);
 }
+
+TCM_ALWAYS_INLINE void DeallocatePerCpu(void* p) noexcept { DeallocatePerCpuAt<true>(p); }
 
 // Per-thread mode, the countdown ran out on a request its list can serve: the tick alone
 // and the pop, without the walk through the slow path. Every malloc of 64 KiB and more

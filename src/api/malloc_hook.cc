@@ -8,6 +8,7 @@
 #include "gperftools/malloc_hook.h"
 #include "platform/mmap_intercept.h"
 #include "platform/os.h"
+#include "platform/rseq.h"
 #include "platform/stack_trace.h"
 
 namespace tcm {
@@ -16,6 +17,8 @@ constinit RelaxedAtomic<size_t> g_alloc_limit{kNormalAllocLimit};
 constinit RelaxedAtomic<uintptr_t> g_free_limit{0};  // opened by OpenFreeFastPaths
 constinit RelaxedAtomic<size_t> g_cpu_alloc_limit{0};
 constinit RelaxedAtomic<uintptr_t> g_cpu_free_limit{0};
+constinit RelaxedAtomic<size_t> g_cpu_built_in_alloc_limit{0};
+constinit RelaxedAtomic<uintptr_t> g_cpu_built_in_free_limit{0};
 constinit std::atomic<bool> g_alloc_hooks_active{false};
 constinit RelaxedAtomic<size_t> g_hooked_tail_pad{0};
 
@@ -192,6 +195,9 @@ void RecomputeFastPathLimits() {
   // Per-CPU fast path: open only in per-CPU mode without a reason for the slow paths.
   g_cpu_alloc_limit.store(!slow && g_per_cpu_mode ? kNormalAllocLimit : 0);
   g_cpu_free_limit.store(!slow && g_per_cpu_mode && g_class_map_ready ? kNormalFreeLimit : 0);
+  const bool built_in = os::RseqOffsetIsBuiltIn();
+  g_cpu_built_in_alloc_limit.store(built_in ? g_cpu_alloc_limit.load() : 0);
+  g_cpu_built_in_free_limit.store(built_in ? g_cpu_free_limit.load() : 0);
 }
 
 void OpenFreeFastPaths() {

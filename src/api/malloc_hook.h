@@ -69,6 +69,10 @@ extern RelaxedAtomic<uintptr_t> g_free_limit TCM_HIDDEN;
 // (In per-CPU mode g_alloc_limit and g_free_limit are 0, which routes every call there.)
 extern RelaxedAtomic<size_t> g_cpu_alloc_limit TCM_HIDDEN;
 extern RelaxedAtomic<uintptr_t> g_cpu_free_limit TCM_HIDDEN;
+// The same, open only while the rseq area is at the offset built in (os::RseqOffsetIsBuiltIn):
+// the inlined per-CPU paths address it as a constant (allocation.h, "Two variants").
+extern RelaxedAtomic<size_t> g_cpu_built_in_alloc_limit TCM_HIDDEN;
+extern RelaxedAtomic<uintptr_t> g_cpu_built_in_free_limit TCM_HIDDEN;
 
 inline constexpr size_t kNormalAllocLimit = kMaxSize + 1;
 inline constexpr uintptr_t kNormalFreeLimit = uintptr_t{1} << kAddressBits;

@@ -31,9 +31,10 @@
 // The fast-path sequences (x86-64, g++ -O2, counted in the generated code): Pop is 15
 // instructions from arming the section to the commit, Push 17 (it also refuses a pointer
 // that is already the top object: a double free in a row). With the entry checks, the
-// size-class look-up and the sampling countdown, malloc is 31 instructions from the entry
-// point to its return and free 33 (bench/README.md has the measured pair loop).
-//
+// size-class look-up and the sampling countdown, malloc is 30 instructions from the entry
+// point to its return and free 32 when glibc's rseq area is at the offset the build found
+// (Pop<true>/Push<true>: the area's fields are constants), one more each when the offset
+// is loaded first (bench/README.md has the measured pair loop).
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by
 // slow paths and maintenance. It is a leaf lock: nothing else is taken under it (objects
 // move to and from the central lists after it is dropped).
@@ -155,7 +156,11 @@ class CpuCache {
   size_t slab_region_bytes() const { return static_cast<size_t>(num_cpus_) << kSlabShift; }
 
   // ---- fast paths (rseq critical sections); nullptr / false means "miss" ----
+  // kBuiltInOffset: the rseq area is addressed at os::kBuiltInRseqOffset, which only
+  // callers that checked os::RseqOffsetIsBuiltIn() may ask for; else at RseqOffsetFast().
+  template <bool kBuiltInOffset = false>
   TCM_ALWAYS_INLINE void* Pop(size_t cl);
+  template <bool kBuiltInOffset = false>
   TCM_ALWAYS_INLINE bool Push(size_t cl, void* p);
 
   // ---- slow paths ----
@@ -282,7 +287,7 @@ class CpuCache {
 // The descriptor and the abort handler go to their own sections with the "?" flag (same
 // section group as the code): when the linker drops a duplicate copy of an inline function,
 // it drops them along with it.
-#define TCM_RSEQ_PROLOGUE                                       \
+#define TCM_RSEQ_PROLOGUE_AT(CS_FIELD, CPU_FIELD)                \
   ".pushsection __rseq_cs, \"aw?\"\n\t"                          \
   ".balign 32\n"                                                \
   ".Lcs%=:\n\t"                                                 \
@@ -291,13 +296,17 @@ class CpuCache {
   ".popsection\n"                                               \
   ".Lretry%=:\n\t"                                              \
   "leaq .Lcs%=(%%rip), %[slab]\n\t"                             \
-  "movq %[slab], %%fs:8(%[off])\n"                              \
+  "movq %[slab], %%fs:" CS_FIELD "\n"                           \
   ".Lbegin%=:\n\t"                                              \
-  "movl %%fs:4(%[off]), %k[slab]\n\t"                           \
+  "movl %%fs:" CPU_FIELD ", %k[slab]\n\t"                       \
   "cmpl %[ncpu], %k[slab]\n\t"                                  \
   "jae %l[miss]\n\t"                                            \
   "shlq $19, %[slab]\n\t"                                       \
   "addq %[slabs], %[slab]\n\t"
+// The area's fields through the offset in register operand `off` (RseqOffsetFast)...
+#define TCM_RSEQ_PROLOGUE TCM_RSEQ_PROLOGUE_AT("8(%[off])", "4(%[off])")
+// ... or at the constant operands cs_at and cpu_at (kBuiltInRseqOffset + 8 and + 4).
+#define TCM_RSEQ_PROLOGUE_BUILT_IN TCM_RSEQ_PROLOGUE_AT("%c[cs_at]", "%c[cpu_at]")
 // Tests that must see the abort path run define TCM_RSEQ_COUNT_ABORTS (and the counter)
 // before including this header; their inlined copies of Pop/Push then count restarts.
 #ifdef TCM_RSEQ_COUNT_ABORTS
@@ -318,25 +327,53 @@ extern "C" unsigned long tcm_rseq_aborts;
 static_assert(kSlabShift == 19 && os::kRseqSignature == 0x53053053 && os::kRseqCsOffset == 8 &&
               os::kRseqCpuIdOffset == 4, "the asm spells these out");
 
+// The sequences after the prologue. Pop: an empty (or locked) array misses, else the top
+// object is read and `current` lowered. Push: a full (or locked) array misses, and so does
+// p already on top; else p goes into slot[current] and `current` is raised.
+#define TCM_POP_SEQUENCE                                        \
+  "leaq (%[slab],%[cl],8), %[h]\n\t"  /* the header (why a lea: see above) */ \
+  "movl (%[h]), %k[cur]\n\t"          /* current */            \
+  "cmpw 6(%[h]), %w[cur]\n\t"         /* <= begin: empty (or locked) */ \
+  "jbe %l[miss]\n\t"                                            \
+  "leaq -8(%[slab],%[cur],8), %[slab]\n\t"                      \
+  "movq (%[slab]), %[result]\n\t"                               \
+  "decl %k[cur]\n\t"                                            \
+  "movl %k[cur], (%[h])\n"             /* commit */             \
+  TCM_RSEQ_EPILOGUE
+#define TCM_PUSH_SEQUENCE                                       \
+  "leaq (%[slab],%[cl],8), %[h]\n\t"  /* the header (why a lea: see above) */ \
+  "movl (%[h]), %k[cur]\n\t"          /* current */            \
+  "cmpw 4(%[h]), %w[cur]\n\t"         /* >= end: full (or locked) */ \
+  "jae %l[miss]\n\t"                                            \
+  "leaq (%[slab],%[cur],8), %[slab]\n\t"                        \
+  "cmpq %[p], -8(%[slab])\n\t"        /* p on top already: double free? */ \
+  "je %l[miss]\n\t"                                             \
+  "movq %[p], (%[slab])\n\t"                                    \
+  "incl %k[cur]\n\t"                                            \
+  "movl %k[cur], (%[h])\n"             /* commit */             \
+  TCM_RSEQ_EPILOGUE
+
+template <bool kBuiltInOffset>
 TCM_ALWAYS_INLINE void* CpuCache::Pop(size_t cl) {
   void* result;
   uintptr_t slab;
   uintptr_t cur;
   uintptr_t h;
-  asm volatile goto(TCM_RSEQ_PROLOGUE
-           "leaq (%[slab],%[cl],8), %[h]\n\t"     // the header (why a lea: see above)
-           "movl (%[h]), %k[cur]\n\t"   // current
-           "cmpw 6(%[h]), %w[cur]\n\t"   // <= begin: empty (or locked)
-           "jbe %l[miss]\n\t"
-           "leaq -8(%[slab],%[cur],8), %[slab]\n\t"
-           "movq (%[slab]), %[result]\n\t"
-           "decl %k[cur]\n\t"
-           "movl %k[cur], (%[h])\n"  // commit
-           TCM_RSEQ_EPILOGUE
-           : [result] "=&r"(result), [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
-           : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl)
-           : "cc", "memory"
-           : miss);
+  if constexpr (kBuiltInOffset) {
+    asm volatile goto(TCM_RSEQ_PROLOGUE_BUILT_IN TCM_POP_SEQUENCE
+             : [result] "=&r"(result), [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
+             : [cs_at] "i"(os::kBuiltInRseqOffset + os::kRseqCsOffset),
+               [cpu_at] "i"(os::kBuiltInRseqOffset + os::kRseqCpuIdOffset), [ncpu] "m"(num_cpus_),
+               [slabs] "m"(slabs_), [cl] "r"(cl)
+             : "cc", "memory"
+             : miss);
+  } else {
+    asm volatile goto(TCM_RSEQ_PROLOGUE TCM_POP_SEQUENCE
+             : [result] "=&r"(result), [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
+             : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl)
+             : "cc", "memory"
+             : miss);
+  }
   // Slots below `current` never hold nullptr; saying so spares callers a test.
   if (result == nullptr) __builtin_unreachable();
   TCM_TSAN_ACQUIRE(result);
@@ -345,27 +382,27 @@ miss:
   return nullptr;
 }
 
+template <bool kBuiltInOffset>
 TCM_ALWAYS_INLINE bool CpuCache::Push(size_t cl, void* p) {
   TCM_TSAN_RELEASE(p);
   uintptr_t slab;
   uintptr_t cur;
   uintptr_t h;
-  asm volatile goto(TCM_RSEQ_PROLOGUE
-           "leaq (%[slab],%[cl],8), %[h]\n\t"     // the header (why a lea: see above)
-           "movl (%[h]), %k[cur]\n\t"   // current
-           "cmpw 4(%[h]), %w[cur]\n\t"   // >= end: full (or locked)
-           "jae %l[miss]\n\t"
-           "leaq (%[slab],%[cur],8), %[slab]\n\t"
-           "cmpq %[p], -8(%[slab])\n\t"    // p on top already: double free?
-           "je %l[miss]\n\t"
-           "movq %[p], (%[slab])\n\t"
-           "incl %k[cur]\n\t"
-           "movl %k[cur], (%[h])\n"  // commit
-           TCM_RSEQ_EPILOGUE
-           : [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
-           : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl), [p] "r"(p)
-           : "cc", "memory"
-           : miss);
+  if constexpr (kBuiltInOffset) {
+    asm volatile goto(TCM_RSEQ_PROLOGUE_BUILT_IN TCM_PUSH_SEQUENCE
+             : [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
+             : [cs_at] "i"(os::kBuiltInRseqOffset + os::kRseqCsOffset),
+               [cpu_at] "i"(os::kBuiltInRseqOffset + os::kRseqCpuIdOffset), [ncpu] "m"(num_cpus_),
+               [slabs] "m"(slabs_), [cl] "r"(cl), [p] "r"(p)
+             : "cc", "memory"
+             : miss);
+  } else {
+    asm volatile goto(TCM_RSEQ_PROLOGUE TCM_PUSH_SEQUENCE
+             : [slab] "=&r"(slab), [cur] "=&r"(cur), [h] "=&r"(h)
+             : [off] "r"(os::RseqOffsetFast()), [ncpu] "m"(num_cpus_), [slabs] "m"(slabs_), [cl] "r"(cl), [p] "r"(p)
+             : "cc", "memory"
+             : miss);
+  }
   return true;
 miss:
   return false;

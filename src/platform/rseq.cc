@@ -91,6 +91,11 @@ RseqSource InitRseq(bool allow_own, bool force_own) {
   return source;
 }
 
+bool RseqOffsetIsBuiltIn() {
+  return kHasBuiltInRseqOffset && CurrentRseqSource() == RseqSource::kGlibc &&
+         rseq_internal::offset == kBuiltInRseqOffset;
+}
+
 RseqSource CurrentRseqSource() {
   int s = g_source.load(std::memory_order_acquire);
   return s < 0 ? RseqSource::kNone : static_cast<RseqSource>(s);

@@ -45,7 +45,10 @@ bool ForceOwn() {
 
 class CpuCacheTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { source_ = os::InitRseq(/*allow_own=*/true, ForceOwn()); }
+  static void SetUpTestSuite() {
+    source_ = os::InitRseq(/*allow_own=*/true, ForceOwn());
+    built_in_ = os::RseqOffsetIsBuiltIn();
+  }
 
   void SetUp() override {
     if (source_ == os::RseqSource::kNone) {
@@ -61,12 +64,15 @@ class CpuCacheTest : public ::testing::Test {
     ASSERT_TRUE(cache_->Init(&t_->arena, central_.get(), kDefaultMaxPerCpuCacheBytes));
   }
 
+  // The fast paths the allocator inlines: the sequences that address glibc's area at the
+  // offset built in when it is there (every test below then runs them, migrations and
+  // aborts included), else those that load the offset (our own areas: the _own_rseq run).
   void* Alloc(size_t cl) {
-    void* p = cache_->Pop(cl);
+    void* p = built_in_ ? cache_->Pop<true>(cl) : cache_->Pop<false>(cl);
     return p != nullptr ? p : cache_->AllocateMiss(cl);
   }
   void Free(size_t cl, void* p) {
-    if (!cache_->Push(cl, p)) cache_->DeallocateMiss(cl, p);
+    if (!(built_in_ ? cache_->Push<true>(cl, p) : cache_->Push<false>(cl, p))) cache_->DeallocateMiss(cl, p);
   }
   void AllocEach(size_t cl, std::vector<void*>& v) {
     for (void*& p : v) p = Alloc(cl);
@@ -161,11 +167,26 @@ class CpuCacheTest : public ::testing::Test {
   }
 
   static os::RseqSource source_;
+  static bool built_in_;
   std::unique_ptr<testing::TestHeap> t_;
   std::unique_ptr<CentralFreeList[]> central_;
   std::unique_ptr<CpuCache> cache_;
 };
 os::RseqSource CpuCacheTest::source_ = os::RseqSource::kNone;
+bool CpuCacheTest::built_in_ = false;
+
+// The build probed this machine's glibc (CMakeLists.txt): with glibc's area in use, the
+// fast paths must find it at the offset built in, or every test here would quietly run the
+// loaded-offset sequences only; with our own areas (the _own_rseq run) they must not.
+TEST_F(CpuCacheTest, GlibcAreaIsAtTheOffsetBuiltIn) {
+  if (source_ == os::RseqSource::kOwn) {
+    EXPECT_FALSE(built_in_);
+    return;
+  }
+  if (!os::kHasBuiltInRseqOffset) GTEST_SKIP() << "the build found no rseq area to probe";
+  EXPECT_EQ(os::RseqOffset(), os::kBuiltInRseqOffset);
+  EXPECT_TRUE(built_in_);
+}
 
 TEST_F(CpuCacheTest, EmptyCacheMissesThenHits) {
   const size_t cl = SizeMap::ClassIndex(64);
