@@ -26,6 +26,7 @@ namespace {
 
 constinit SpinLock g_hook_lock;
 int g_force_slow = 0;      // guarded by g_hook_lock
+int g_force_loaded_offset = 0;  // guarded by g_hook_lock: UseLoadedRseqOffset
 bool g_per_cpu_mode = false;  // guarded by g_hook_lock
 bool g_class_map_ready = false;  // guarded by g_hook_lock: free's fast paths may read the pagemap
 
@@ -195,7 +196,7 @@ void RecomputeFastPathLimits() {
   // Per-CPU fast path: open only in per-CPU mode without a reason for the slow paths.
   g_cpu_alloc_limit.store(!slow && g_per_cpu_mode ? kNormalAllocLimit : 0);
   g_cpu_free_limit.store(!slow && g_per_cpu_mode && g_class_map_ready ? kNormalFreeLimit : 0);
-  const bool built_in = os::RseqOffsetIsBuiltIn();
+  const bool built_in = os::RseqOffsetIsBuiltIn() && g_force_loaded_offset == 0;
   g_cpu_built_in_alloc_limit.store(built_in ? g_cpu_alloc_limit.load() : 0);
   g_cpu_built_in_free_limit.store(built_in ? g_cpu_free_limit.load() : 0);
 }
@@ -209,6 +210,12 @@ void OpenFreeFastPaths() {
 void SetPerCpuMode(bool on) {
   SpinLockHolder l(&g_hook_lock);
   g_per_cpu_mode = on;
+  RecomputeFastPathLimits();
+}
+
+void UseLoadedRseqOffset(bool on) {
+  SpinLockHolder l(&g_hook_lock);
+  g_force_loaded_offset += on ? 1 : -1;
   RecomputeFastPathLimits();
 }
 

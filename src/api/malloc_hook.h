@@ -100,6 +100,11 @@ void OpenFreeFastPaths();
 // Another reason to force the slow paths (e.g. the heap profiler); counted, so calls nest.
 void ForceSlowPaths(bool on);
 
+// Closes the per-CPU paths that address the rseq area at the built-in offset, so every call
+// takes the variant that loads it (allocation.h, "Two variants"), as on a machine whose glibc
+// keeps the area elsewhere; counted like ForceSlowPaths. For tests (soak_stress_core).
+void UseLoadedRseqOffset(bool on);
+
 // Sets every fast-path limit from the current hook state. REQUIRES g_hook_lock held (every
 // caller is in malloc_hook.cc). The one place that decides the limits: a new kind of limit
 // (per-CPU caches) is set here too.

@@ -16,7 +16,11 @@
 //                     (scripts/sanitize.sh)
 //
 // Usage: soak_stress [--ops N | --seconds S] [--threads N] [--epochs N] [--max-size BYTES]
-//                    [--live-cap BYTES] [--seed N]
+//                    [--live-cap BYTES] [--seed N] [--loaded-rseq-offset 1]
+// --loaded-rseq-offset 1 (soak_stress_core only): per-CPU calls take the variant that loads
+// the rseq offset instead of the one built in (tcm::UseLoadedRseqOffset), as they do on a
+// machine whose glibc keeps its rseq area elsewhere; the run fails unless that variant is
+// what the fast paths then open.
 // Prints ops, bytes and RSS per epoch; exits 1 on any verification or allocation failure.
 // No timing assertions.
 #include <malloc.h>
@@ -58,6 +62,22 @@ bool Owned(void* p) { return tcm::OwnedSize(p) != 0; }
 void ReleaseFree() { tcm::ReleaseFreeMemory(); }
 void MarkIdle() { tcm::ReleaseCallingThreadCache(false); }
 constexpr const char* kBackend = "tcmalloc_core (internal entry points)";
+// --loaded-rseq-offset: false (the run fails) unless the per-CPU paths that load the offset
+// are now the open ones. In per-thread mode there is nothing to switch.
+bool UseLoadedRseqOffset() {
+  tcm::UseLoadedRseqOffset(true);
+  if (tcm::g_cpu_alloc_limit.load() == 0) {
+    printf("soak: per-CPU caches are off: --loaded-rseq-offset changes nothing\n");
+    return true;
+  }
+  if (tcm::g_cpu_built_in_alloc_limit.load() != 0 || tcm::g_cpu_built_in_free_limit.load() != 0 ||
+      tcm::g_cpu_free_limit.load() == 0) {
+    fprintf(stderr, "soak: --loaded-rseq-offset did not close the built-in per-CPU paths\n");
+    return false;
+  }
+  printf("soak: per-CPU calls load the rseq offset\n");
+  return true;
+}
 #else
 void* Malloc(size_t n) { return malloc(n); }
 void Free(void* p) { free(p); }
@@ -78,6 +98,10 @@ bool Owned(void* p) { return MallocExtension::instance()->GetOwnership(p) == Mal
 void ReleaseFree() { MallocExtension::instance()->ReleaseFreeMemory(); }
 void MarkIdle() { MallocExtension::instance()->MarkThreadIdle(); }
 constexpr const char* kBackend = "malloc (tcmalloc_minimal)";
+bool UseLoadedRseqOffset() {
+  fprintf(stderr, "soak: --loaded-rseq-offset needs soak_stress_core\n");
+  return false;
+}
 #endif
 
 // ---- options -----------------------------------------------------------------------------
@@ -90,6 +114,7 @@ struct Options {
   size_t max_size = size_t{64} << 20;
   size_t live_cap = size_t{128} << 20;  // per thread: above it, the next operation frees
   uint64_t seed = 1;
+  bool loaded_rseq_offset = false;
 };
 
 // ---- random numbers and sizes ------------------------------------------------------------
@@ -417,6 +442,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->live_cap = strtoull(v, nullptr, 10);
     } else if (a == "--seed") {
       o->seed = strtoull(v, nullptr, 10);
+    } else if (a == "--loaded-rseq-offset") {
+      o->loaded_rseq_offset = atoi(v) != 0;
     } else {
       return false;
     }
@@ -431,7 +458,7 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s [--ops N | --seconds S] [--threads N] [--epochs N] [--max-size BYTES] "
-            "[--live-cap BYTES] [--seed N]\n",
+            "[--live-cap BYTES] [--seed N] [--loaded-rseq-offset 1]\n",
             argv[0]);
     return 2;
   }
@@ -442,6 +469,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   Free(probe);
+  if (o.loaded_rseq_offset && !UseLoadedRseqOffset()) return 1;
 
   char budget[64];
   if (o.seconds > 0) {
