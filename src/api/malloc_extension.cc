@@ -394,6 +394,8 @@ bool TCMallocImplementation::GetNumericProperty(const char* name, size_t* value)
     if (is("tcmalloc.hugepage_broken_released_bytes")) return *value = h.broken_released_bytes, true;
     if (is("tcmalloc.hugepage_released_total")) return *value = ps.hugepages_released, true;
     if (is("tcmalloc.hugepage_subreleased_bytes_total")) return *value = ps.subreleased_bytes_total, true;
+    if (is("tcmalloc.hugepage_collapsed_bytes_total")) return *value = snap.collapsed_bytes, true;
+    if (is("tcmalloc.hugepage_collapse_credit_bytes")) return *value = snap.collapse_credit, true;
     return false;
   }
   const HeapTotals t = ComputeTotals();

@@ -32,6 +32,8 @@ struct HugePageSnapshot {
   bool aware = false;
   HugePageStats pages;
   PageHeapStats heap;
+  size_t collapsed_bytes = 0;  // MADV_COLLAPSE'd in all
+  size_t collapse_credit = 0;  // what passes on program threads may still collapse
 };
 HugePageSnapshot TakeHugePageSnapshot();
 

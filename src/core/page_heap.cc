@@ -356,6 +356,8 @@ void PageHeap::AdviseGrowth(PageId start, Length len) {
   // stats_.system_bytes does not count this unit yet.
   const bool crossing = stats_.system_bytes <= kAdviseAfterBytes;
   if (stats_.system_bytes + len.bytes() <= kAdviseAfterBytes) return;  // small heap: small pages
+  const size_t past = stats_.system_bytes + len.bytes() - kAdviseAfterBytes;
+  collapse_credit_ += (past < len.bytes() ? past : len.bytes()) / kCollapseGrowthDivisor;
   auto advise = [this](PageId s, Length l, bool collapse) {
     if (!system_->AdviseHugePages(s.ptr(), l.bytes(), SystemAllocator::kMmap)) return;
     for (uintptr_t hp = HugePageOf(s); hp <= HugePageOf(s + l - Length{1}); ++hp) {
@@ -403,14 +405,22 @@ void PageHeap::KeepBrokenHugePagesSmall(PageId start, Length len) {
   }
 }
 
-size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max) {
+size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max, bool paid_by_growth) {
   if (collapse_pending_ == 0) return 0;
   size_t n = 0;
+  bool out_of_credit = false;
   huge_.ForEach([&](uintptr_t hp, HugePageInfo& h) {
-    if (!h.collapse || n == max) return;
+    if (!h.collapse || n == max || out_of_credit) return;
     // Free pages get backed by a collapse: only huge pages mostly in use, and none with
     // released pages (that would take back what was given to the OS).
     if (h.released != 0 || h.used < kPagesPerHugePage / 2) return;
+    if (paid_by_growth) {
+      if (collapse_credit_ < kHugePageSize) {
+        out_of_credit = true;
+        return;
+      }
+      collapse_credit_ -= kHugePageSize;
+    }
     h.collapse = false;
     --collapse_pending_;
     char* p = static_cast<char*>(HugePageStart(hp).ptr());
@@ -420,8 +430,9 @@ size_t PageHeap::TakeCollapseCandidates(HugeRange* out, size_t max) {
       out[n++] = {p, kHugePageSize};
     }
   });
-  // The rest (sparse or partly released huge pages) keeps the advice only.
-  if (n < max) {
+  // The rest (sparse or partly released huge pages) keeps the advice only; unless the
+  // credit ran out first, when the candidates not looked at wait for the next pass.
+  if (n < max && !out_of_credit) {
     huge_.ForEach([&](uintptr_t, HugePageInfo& h) { h.collapse = false; });
     collapse_pending_ = 0;
   }

@@ -43,7 +43,7 @@ uint64_t Scavenger::idle_time() const {
 uint64_t Scavenger::MaybeMaintain(uint64_t now) {
   if (now == 0) now = NowNs();
   if (now - last_run_.load(std::memory_order_relaxed) < kTickInterval) return now;
-  Maintain(now);
+  Maintain(now, true);
   if (background_wanted_.load(std::memory_order_relaxed) &&
       !background_running_.load(std::memory_order_relaxed))
     StartBackgroundThread();
@@ -58,7 +58,7 @@ size_t Scavenger::RunNow() {
   return released;
 }
 
-size_t Scavenger::Maintain(uint64_t now) {
+size_t Scavenger::Maintain(uint64_t now, bool on_program_thread) {
   if (!lock_.TryLock()) return 0;  // someone else is doing it
   if (heap_ == nullptr) {
     lock_.Unlock();
@@ -115,7 +115,7 @@ size_t Scavenger::Maintain(uint64_t now) {
     // Span records whose pages went all free with the runs merged above (a big heap
     // emptied leaves one record a page it used: 2.8 MiB for 188 MiB of small objects).
     heap_->ReleaseSpanRecords();
-    ncollapse = heap_->TakeCollapseCandidates(collapse, kMaxCollapsePerPass);
+    ncollapse = heap_->TakeCollapseCandidates(collapse, kMaxCollapsePerPass, on_program_thread);
   }
   // Outside the heap lock: a collapse copies what is resident into a new huge page.
   if (ncollapse > 0) heap_->Collapse(collapse, ncollapse);

@@ -11,7 +11,8 @@
 //      the whole huge pages in them, and the runs inside partly used huge pages only while
 //      its free memory is above a floor (PageHeap::SubreleaseFloor), sparsest first;
 //   4. hugepage-aware heap: the units it advised late are collapsed (MADV_COLLAPSE), up to
-//      kMaxCollapsePerPass ranges, without the heap lock.
+//      kMaxCollapsePerPass ranges, without the heap lock; a pass inside one of the
+//      program's calls collapses only what the heap's growth paid for.
 // Memory in active use is never released, so a program that frees and reallocates the same
 // blocks keeps reusing backed pages: no page-fault storm. (Release at the moment a lot
 // becomes free is the page heap's surplus rule, see PageHeap::set_surplus_release.)
@@ -83,8 +84,11 @@ class Scavenger {
   uint64_t Tick(uint64_t now = 0) { return MaybeMaintain(now); }
   uint64_t MaybeMaintain(uint64_t now = 0);
   // One maintenance pass at time `now` (ns, monotonic); returns bytes released to the OS,
-  // 0 as well when another pass was running. Exposed for tests.
-  size_t Maintain(uint64_t now);
+  // 0 as well when another pass was running. Exposed for tests. on_program_thread: the pass
+  // runs inside one of the program's calls (a tick, a slow path), so its collapse is paid by
+  // growth (PageHeap::kCollapseGrowthDivisor); RunNow and the background thread collapse
+  // every candidate.
+  size_t Maintain(uint64_t now, bool on_program_thread = false);
   // A pass right now (a program's own maintenance thread); starts the background thread if
   // one was requested. Returns bytes released.
   size_t RunNow();

@@ -16,6 +16,7 @@
 
 #include "core/huge_page_tracker.h"
 #include "core/page_heap.h"
+#include "core/scavenger.h"
 #include "test_heap.h"
 
 namespace tcm {
@@ -296,6 +297,43 @@ TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
   // The kernel's view: the heap's mapping holding the last span carries the advice.
   const bool advised = VmFlagsAt(spans.back()->start_ptr()).find(" hg") != std::string::npos;
   EXPECT_TRUE(advised) << "the heap's memory is not advised MADV_HUGEPAGE";
+  for (Span* sp : spans) Delete(sp);
+  Check();
+}
+
+// A pass inside one of the program's calls collapses only what the heap's growth past the
+// threshold paid for (1/kCollapseGrowthDivisor of it); the candidates beyond wait for more
+// growth or for an explicit pass (ProcessBackgroundActions, the background thread), which
+// takes them all.
+TEST_F(HugeHeapTest, CollapseOnTheProgramsThreadsIsPaidByGrowth) {
+  std::vector<Span*> spans;
+  while (heap().stats().system_bytes * 9 / 8 + 2 * kHugePageSize < PageHeap::kAdviseAfterBytes)
+    spans.push_back(New(kHP));
+  EXPECT_EQ(heap().collapse_credit(), 0u) << "credit below the threshold";
+  // Past the threshold by at least a few huge pages' worth of credit.
+  constexpr size_t kPast = 16u << 20;
+  while (heap().stats().system_bytes < PageHeap::kAdviseAfterBytes + kPast) spans.push_back(New(kHP));
+  const size_t past = heap().stats().system_bytes - PageHeap::kAdviseAfterBytes;
+  const size_t credit = heap().collapse_credit();
+  EXPECT_LE(credit, past / PageHeap::kCollapseGrowthDivisor);
+  EXPECT_GE(credit + 4 * kPageSize, past / PageHeap::kCollapseGrowthDivisor);
+  const auto take = [this](bool paid_by_growth) {
+    PageHeap::HugeRange ranges[Scavenger::kMaxCollapsePerPass];
+    size_t bytes = 0;
+    SpinLockHolder h(heap().lock());
+    const size_t n = heap().TakeCollapseCandidates(ranges, Scavenger::kMaxCollapsePerPass, paid_by_growth);
+    for (size_t i = 0; i < n; ++i) bytes += ranges[i].bytes;
+    return bytes;
+  };
+  const size_t paid = take(true);
+  EXPECT_GT(paid, 0u);
+  EXPECT_LE(paid, credit) << "a program-thread pass collapsed more than the growth paid for";
+  EXPECT_LT(heap().collapse_credit(), kHugePageSize);
+  EXPECT_EQ(take(true), 0u) << "out of credit, yet a program-thread pass collapsed more";
+  // The early units not collapsed yet are still marked: an explicit pass takes them.
+  const size_t rest = take(false);
+  EXPECT_GT(rest, credit) << "the candidates beyond the credit lost their mark";
+  EXPECT_EQ(take(false), 0u);
   for (Span* sp : spans) Delete(sp);
   Check();
 }
