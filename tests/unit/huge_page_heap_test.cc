@@ -77,6 +77,10 @@ class HugeHeapTest : public ::testing::Test {
     SpinLockHolder h(heap().lock());
     heap().Verify();
   }
+  size_t Credit() {
+    SpinLockHolder h(heap().lock());
+    return heap().collapse_credit();
+  }
   uintptr_t ReleaseIdle(uint64_t since) {
     SpinLockHolder h(heap().lock());
     return heap().ReleaseIdle(since).n;
@@ -309,12 +313,12 @@ TEST_F(HugeHeapTest, CollapseOnTheProgramsThreadsIsPaidByGrowth) {
   std::vector<Span*> spans;
   while (heap().stats().system_bytes * 9 / 8 + 2 * kHugePageSize < PageHeap::kAdviseAfterBytes)
     spans.push_back(New(kHP));
-  EXPECT_EQ(heap().collapse_credit(), 0u) << "credit below the threshold";
+  EXPECT_EQ(Credit(), 0u) << "credit below the threshold";
   // Past the threshold by at least a few huge pages' worth of credit.
   constexpr size_t kPast = 16u << 20;
   while (heap().stats().system_bytes < PageHeap::kAdviseAfterBytes + kPast) spans.push_back(New(kHP));
   const size_t past = heap().stats().system_bytes - PageHeap::kAdviseAfterBytes;
-  const size_t credit = heap().collapse_credit();
+  const size_t credit = Credit();
   EXPECT_LE(credit, past / PageHeap::kCollapseGrowthDivisor);
   EXPECT_GE(credit + 4 * kPageSize, past / PageHeap::kCollapseGrowthDivisor);
   const auto take = [this](bool paid_by_growth) {
@@ -328,7 +332,7 @@ TEST_F(HugeHeapTest, CollapseOnTheProgramsThreadsIsPaidByGrowth) {
   const size_t paid = take(true);
   EXPECT_GT(paid, 0u);
   EXPECT_LE(paid, credit) << "a program-thread pass collapsed more than the growth paid for";
-  EXPECT_LT(heap().collapse_credit(), kHugePageSize);
+  EXPECT_LT(Credit(), kHugePageSize);
   EXPECT_EQ(take(true), 0u) << "out of credit, yet a program-thread pass collapsed more";
   // The early units not collapsed yet are still marked: an explicit pass takes them.
   const size_t rest = take(false);
