@@ -161,8 +161,12 @@ void CpuCache::Grow(int cpu, size_t cl, uint32_t n) {
 }
 
 bool CpuCache::FreeOverflowsOutnumber(const CpuMeta& m, size_t cl, uint32_t factor) {
-  const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED);
-  return __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) - alloc_misses > factor * alloc_misses;
+  // This interval and the one before (CpuMeta::prev_misses).
+  const uint32_t alloc_misses = __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED) +
+                                __atomic_load_n(&m.prev_alloc_misses[cl], __ATOMIC_RELAXED);
+  const uint32_t misses =
+      __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED) + __atomic_load_n(&m.prev_misses[cl], __ATOMIC_RELAXED);
+  return misses - alloc_misses > factor * alloc_misses;
 }
 
 // Capacity changes take the CPU's lock; a class already at its largest capacity needs no
@@ -337,6 +341,8 @@ size_t CpuCache::DrainLocked(int cpu) {
     __atomic_store_n(&h->begin, begin, __ATOMIC_RELEASE);
     __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&m.alloc_misses[cl], 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&m.prev_misses[cl], 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&m.prev_alloc_misses[cl], 0u, __ATOMIC_RELAXED);
   }
   __atomic_store_n(&m.capacity_bytes, size_t{0}, __ATOMIC_RELAXED);
   drains_.fetch_add(1, std::memory_order_relaxed);
@@ -398,6 +404,9 @@ size_t CpuCache::Maintain(uint64_t now) {
       if (__atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED) == 0 &&
           (current > begin_[cl] || (!keep_capacity[cl] && end > current + 1)))
         mask[cl] = any = true;
+      __atomic_store_n(&m.prev_misses[cl], __atomic_load_n(&m.misses[cl], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+      __atomic_store_n(&m.prev_alloc_misses[cl], __atomic_load_n(&m.alloc_misses[cl], __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
       __atomic_store_n(&m.misses[cl], 0u, __ATOMIC_RELAXED);
       __atomic_store_n(&m.alloc_misses[cl], 0u, __ATOMIC_RELAXED);
     }
