@@ -114,11 +114,11 @@ class PageHeap {
   };
   size_t TakeCollapseCandidates(HugeRange* out, size_t max, bool paid_by_growth = false);
   // Bytes a pass on a program's thread may collapse per byte the heap grew past the
-  // threshold: 1/kCollapseGrowthDivisor. A collapse copies what is resident into a fresh huge
-  // page, about twice what faulting in the same fresh memory costs, so the program pays at
-  // most that for its early units on top of the growth it asked for, spread over the passes
-  // of that growth. All at the crossing, it was one stall of 0.35-0.40 s inside one malloc
-  // call (light_batches' 256 MiB, the Python workload's 263 MB), a heap that stops soon
+  // threshold: 1/kCollapseGrowthDivisor. A collapse clears a fresh huge page and copies what
+  // is resident into it, so the program copies at most one byte of its early units for every
+  // two it asked for, spread over the passes of that growth. All at the crossing, it was one
+  // pass of 0.22-0.38 s inside one malloc call (light_batches' 256 MiB, the Python
+  // workload's 263 MB; strace, bench/README "Thirty-fourth session"), a heap that stops soon
   // after the threshold paid the whole copy for little TLB gain, and the kernel's khugepaged
   // collapses advised memory over the next minutes anyway. A heap that grows to 3x the
   // threshold has earned the whole prefix (a 1 GiB heap ends as covered as before).
