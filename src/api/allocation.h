@@ -72,6 +72,33 @@ void DebugPoison(void* p, size_t size);
 void DebugCheckPoison(void* p, size_t size);
 void DebugCheckBlockStart(void* p, size_t cl);
 
+// Whether a pointer whose page has class cl may take free()'s fast path: cl != 0 and, in
+// hardened builds, p is a block's first byte. Without that test an interior pointer went
+// onto the front end's list, and the next malloc of the class handed out memory overlapping
+// a live block before the batch check (when objects move to the central list) could see
+// it; a per-CPU cache that never overflows never showed it at all. The page's class-map
+// entry, loaded for the class anyway, holds its span's start, and the class's reciprocal
+// says whether the size divides the offset (PageMap::IsBlockStart), which fails class 0
+// too: one branch for both, so the per-CPU free pays three instructions for the test
+// (lea, sub, imul in place of the class-0 test), the per-thread free five (it had no
+// class-0 branch). Armed by EnsureInitialized; TCMALLOC_HARDENED=0 arms every class to pass
+// (the same cost), -DTCMALLOC_HARDENED=OFF compiles the test out. A pointer into a span's
+// tail at a multiple of the size passes here and is left to the batch check.
+TCM_ALWAYS_INLINE bool IsSmallBlockStart(uintptr_t addr, size_t cl) {
+  if constexpr (kHardenedBuild) return g_pagemap.IsBlockStart(addr, cl);
+  return cl != 0;
+}
+// Where free()'s fast path sends what IsSmallBlockStart refused: DeallocateSlow for class 0,
+// the report of an interior pointer (which aborts) otherwise.
+TCM_NOINLINE void DeallocateNotSmallBlockStart(void* p, size_t cl) noexcept;
+// Reports an interior pointer and aborts. Not declared [[noreturn]]: a noreturn call made
+// GCC give the whole free() a stack frame, where `return NotABlockStart(...)` is a tail
+// jump like the other misses (noipa in its definition keeps GCC from finding out).
+TCM_NOINLINE void NotABlockStart(void* p, size_t cl, const char* who) noexcept;
+// Sets IsSmallBlockStart's rows for every class (hardened: first bytes only); before the
+// free fast paths open.
+void ArmBlockStartTest(bool hardened);
+
 // Pops an object of class cl from tc's list; nullptr if the list is empty.
 TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   void* result = tc->heads_[cl];
@@ -168,7 +195,7 @@ TCM_ALWAYS_INLINE void DeallocatePerCpuAt(void* p) noexcept {
     if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
   }
   const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
-  if (TCM_UNLIKELY(cl == 0)) return DeallocateSlow(p);
+  if (TCM_UNLIKELY(!IsSmallBlockStart(addr, cl))) return DeallocateNotSmallBlockStart(p, cl);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, SizeMap::ClassSize(cl));
@@ -222,8 +249,10 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   // Above the pagemap's reach, per-CPU mode (likely: the layout's reason is above
   // AllocatePerCpu), or hooks installed: the next path decides.
   if (TCM_LIKELY(addr >= g_free_limit)) return DeallocatePerCpu(p);
-  // Class 0 (nullptr, large objects, memory we do not own) has max_length 0: slow path.
+  // Class 0 (nullptr, large objects, memory we do not own) fails the block-start test (in
+  // a build without it, its max_length 0 does it): slow path.
   const size_t cl = g_pagemap.ClassOf(addr);
+  if (TCM_UNLIKELY(!IsSmallBlockStart(addr, cl))) return DeallocateNotSmallBlockStart(p, cl);
   ThreadCache* tc = tls_cache;
   // p == head is a double free caught for the price of one compare.
   if (TCM_UNLIKELY(tc->lengths_[cl] >= tc->max_lengths_[cl] || p == tc->heads_[cl])) return DeallocateSlow(p);

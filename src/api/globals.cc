@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "api/allocation.h"
 #include "api/malloc_hook.h"
 #include "base/log.h"
 #include "core/freelist_link.h"
@@ -208,6 +209,9 @@ void EnsureInitialized() {
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();
+  // free() tests for a block's first byte unless TCMALLOC_HARDENED=0 (allocation.h); the
+  // rows must be set either way, since an unset row fails every pointer.
+  ArmBlockStartTest(g_options.hardened);
   // (If the per-CPU slabs cannot be set up, per-thread caches run with the per-CPU batch.)
   if (per_cpu && g_cpu_cache.Init(&g_arena, g_central, static_cast<size_t>(g_options.max_per_cpu_cache_size),
                                   &g_central_shards))

@@ -503,7 +503,7 @@ void PageHeap::RegisterSizeClass(Span* span, uint8_t cl) {
   span->sizeclass = cl;
   for (Length i{0}; i < span->length; i = i + Length{1}) {
     pagemap_->Set(span->start + i, span);
-    pagemap_->SetClass(span->start + i, cl);
+    pagemap_->SetClass(span->start + i, cl, span->start);
   }
 }
 
@@ -557,7 +557,7 @@ void PageHeap::MergeIntoFreeList(Span* s) {
 void PageHeap::Delete(Span* span) {
   TCM_CHECK(span->location == Span::kInUse);
   if (span->sizeclass != 0) {
-    for (Length i{0}; i < span->length; i = i + Length{1}) pagemap_->SetClass(span->start + i, 0);
+    for (Length i{0}; i < span->length; i = i + Length{1}) pagemap_->SetClass(span->start + i, 0, span->start);
     span->sizeclass = 0;
   }
   --stats_.in_use_spans;

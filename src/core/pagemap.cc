@@ -5,7 +5,7 @@
 
 namespace tcm {
 
-alignas(4096) uint8_t PageMap::empty_class_leaf_[kClassLeafLength];
+alignas(4096) uint32_t PageMap::empty_class_leaf_[kClassLeafLength];
 
 bool PageMap::Ensure(PageId start, Length n) {
   if (n.n == 0) return true;
@@ -39,11 +39,11 @@ bool PageMap::Ensure(PageId start, Length n) {
   return true;
 }
 
-uint8_t* PageMap::MutableClassLeaf(PageId p) {
-  uint8_t*& slot = class_root_[p.index >> kClassLeafBits];
+uint32_t* PageMap::MutableClassLeaf(PageId p) {
+  uint32_t*& slot = class_root_[p.index >> kClassLeafBits];
   if (slot == empty_class_leaf_) {
     // Zero-filled address space; pages are backed only where classes get written.
-    auto* leaf = static_cast<uint8_t*>(os::MapAnonymous(kClassLeafLength));
+    auto* leaf = static_cast<uint32_t*>(os::MapAnonymous(kClassLeafBytes));
     if (leaf == nullptr) return nullptr;
     ++class_leaves_;
     __atomic_store_n(&slot, leaf, __ATOMIC_RELEASE);

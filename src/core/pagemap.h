@@ -1,10 +1,14 @@
 // Pagemap: page number -> (Span*, size class) over the 35-bit page numbers of a 48-bit
 // address space, as two radix trees:
 //   - spans: 3 levels (12 + 12 + 11 bits), nodes from the caller's NodeAllocator;
-//   - classes: 2 levels (11 + 24 bits) of one byte per page, read by every free(). A class
-//     leaf covers 128 GiB with 16 MiB of lazily-backed address space (only the pages for
-//     memory we actually manage are ever touched: one byte per 8 KiB page), which buys a
-//     lookup of two dependent loads instead of three.
+//   - classes: 2 levels (11 + 24 bits) of one 32-bit entry per page, read by every free().
+//     A class leaf covers 128 GiB with 64 MiB of lazily-backed address space (only the
+//     pages for memory we actually manage are ever touched: four bytes per 8 KiB page),
+//     which buys a lookup of two dependent loads instead of three. An entry is the page's
+//     size class in its low byte and, above it, the low 32 bits of the start of the span
+//     that holds the page (page-aligned, so its low 13 bits are free for the class): free()
+//     tells a block's first byte from an interior pointer with the entry it already loads
+//     (SpanOffset), where one byte per page could only say the class.
 //
 // Interior nodes are allocated on demand (through a caller-supplied NodeAllocator) and never
 // freed, so a reader racing with a writer always sees a valid node. Unpopulated class-root
@@ -69,23 +73,63 @@ class PageMap {
       if (c == nullptr) c = empty_class_leaf_;
     __atomic_store_n(&alloc_, alloc, __ATOMIC_RELEASE);  // publishes the filled root
   }
-  // Calls f(start, bytes) for each class leaf mapped so far (each is kClassLeafLength bytes,
-  // one per page of its 2^24 pages, written only where spans are registered). Racy reads:
+  // Calls f(start, bytes) for each class leaf mapped so far (each is kClassLeafBytes, four
+  // bytes per page of its 2^24 pages, written only where spans are registered). Racy reads:
   // leaves are only ever added. For statistics.
+  static constexpr size_t kClassLeafBytes = kClassLeafLength * sizeof(uint32_t);
   template <typename F>
   void ForEachClassLeaf(F f) const {
     for (size_t i = 0; i < kClassRootLength; ++i) {
-      const uint8_t* leaf = __atomic_load_n(&class_root_[i], __ATOMIC_ACQUIRE);
-      if (leaf != nullptr && leaf != empty_class_leaf_) f(reinterpret_cast<uintptr_t>(leaf), kClassLeafLength);
+      const uint32_t* leaf = __atomic_load_n(&class_root_[i], __ATOMIC_ACQUIRE);
+      if (leaf != nullptr && leaf != empty_class_leaf_) f(reinterpret_cast<uintptr_t>(leaf), kClassLeafBytes);
     }
   }
   // True once Init has run: ClassOf may be called.
   bool initialized() const { return __atomic_load_n(&alloc_, __ATOMIC_ACQUIRE) != nullptr; }
 
   // Size class of the page holding addr: 0 for anything that is not a small-object span.
-  // REQUIRES addr < 2^48.
+  // The entry's low byte, read alone (little-endian). REQUIRES addr < 2^48.
   TCM_ALWAYS_INLINE uint8_t ClassOf(uintptr_t addr) const {
-    return class_root_[addr >> (kPageShift + kClassLeafBits)][(addr >> kPageShift) & (kClassLeafLength - 1)];
+    return *reinterpret_cast<const uint8_t*>(ClassEntry(addr));
+  }
+  // addr's offset from the start of its span, given cl = ClassOf(addr) != 0: the entry is
+  // span start (low 32 bits) + cl, and a small-object span is far shorter than 4 GiB, so the
+  // 32-bit difference is exact even where the span straddles a multiple of 4 GiB.
+  // REQUIRES addr < 2^48.
+  TCM_ALWAYS_INLINE uint32_t SpanOffset(uintptr_t addr, size_t cl) const {
+    return static_cast<uint32_t>(addr + cl) - *ClassEntry(addr);
+  }
+  // Whether addr is the first byte of a block of its page's class cl (ClassOf(addr)) and
+  // cl != 0: the size divides SpanOffset, which is offset * magic < limit with the class's
+  // row (Lemire, Kaser and Kurz's test, as SizeMap::StartsObject, where limit = magic).
+  // Rows that were never set read {0, 0} and fail every pointer, so class 0 (nullptr, large
+  // blocks, memory not ours) fails with no test of its own: free()'s one branch sends both
+  // kinds to its slow path. PassEveryBlock makes a class's row {0, ~0}, which passes every
+  // pointer (the test switched off). The rows live here, beside the class root free() has
+  // just read, so their loads need no address of their own; the computation is in assembly
+  // because GCC spent a copy of cl, a zero-extension and a register move on it in C++ (32-bit
+  // lea and sub zero the upper half). REQUIRES addr < 2^48, cl < kClassSlots.
+  static constexpr size_t kClassSlots = 128;
+  TCM_ALWAYS_INLINE bool IsBlockStart(uintptr_t addr, size_t cl) const {
+    uint64_t product;
+    bool fails;
+    asm("leal (%[addr],%[cl]), %k[product]\n\t"
+        "subl %[entry], %k[product]\n\t"
+        "imulq %[magic], %[product]\n\t"
+        "cmpq %[limit], %[product]"
+        : [product] "=&r"(product), "=@ccae"(fails)
+        : [addr] "r"(addr), [cl] "r"(cl), [entry] "m"(*ClassEntry(addr)), [magic] "m"(block_magic_[cl]),
+          [limit] "m"(block_limit_[cl]));
+    return !fails;
+  }
+  // Class cl >= 1 of `size` bytes: only its blocks' first bytes pass (magic = limit =
+  // ceil(2^64 / size)), or every pointer of the class passes.
+  void ArmBlockStartTest(size_t cl, size_t size) {
+    block_magic_[cl] = block_limit_[cl] = ~uint64_t{0} / size + 1;
+  }
+  void PassEveryBlock(size_t cl) {
+    block_magic_[cl] = 0;
+    block_limit_[cl] = ~uint64_t{0};
   }
 
   // Span covering page p, or nullptr. Any p is accepted (pages beyond 48 bits have none).
@@ -106,19 +150,22 @@ class PageMap {
 
   // REQUIRES Ensure() covered p.
   void Set(PageId p, Span* s) { MutableLeaf(p)->spans[p.index & (kLeafLength - 1)] = s; }
-  void SetClass(PageId p, uint8_t cl) {
-    uint8_t* leaf = class_root_[p.index >> kClassLeafBits];
+  // Page p belongs to a span of class cl (0: none) that starts at page span_start.
+  void SetClass(PageId p, uint8_t cl, PageId span_start) {
+    uint32_t* leaf = class_root_[p.index >> kClassLeafBits];
     // Class 0 is what the shared empty leaf already says; never write to it.
     if (leaf == empty_class_leaf_) {
       if (cl == 0) return;
       leaf = MutableClassLeaf(p);
       if (leaf == nullptr) return;  // only after Ensure() failed, which callers check
     }
-    leaf[p.index & (kClassLeafLength - 1)] = cl;
+    const uint32_t entry = cl == 0 ? 0 : static_cast<uint32_t>(span_start.addr()) + cl;
+    // One aligned 32-bit store: a lock-free reader sees the old entry or the new one.
+    __atomic_store_n(&leaf[p.index & (kClassLeafLength - 1)], entry, __ATOMIC_RELAXED);
   }
 
   // Bytes of span nodes allocated so far (metadata accounting); class leaves are address
-  // space of which only one byte per managed page is ever touched.
+  // space of which only four bytes per managed page are ever touched.
   size_t node_bytes() const { return node_bytes_; }
   size_t class_leaves() const { return class_leaves_; }
 
@@ -131,11 +178,16 @@ class PageMap {
     return __atomic_load_n(&mid->leaves[(p.index >> kLeafBits) & (kMidLength - 1)], __ATOMIC_ACQUIRE);
   }
   Leaf* MutableLeaf(PageId p);
-  uint8_t* MutableClassLeaf(PageId p);
+  uint32_t* MutableClassLeaf(PageId p);
+  TCM_ALWAYS_INLINE const uint32_t* ClassEntry(uintptr_t addr) const {
+    return &class_root_[addr >> (kPageShift + kClassLeafBits)][(addr >> kPageShift) & (kClassLeafLength - 1)];
+  }
 
-  static uint8_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
+  static uint32_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
-  uint8_t* class_root_[kClassRootLength] = {};
+  uint32_t* class_root_[kClassRootLength] = {};
+  uint64_t block_magic_[kClassSlots] = {};
+  uint64_t block_limit_[kClassSlots] = {};
   Mid* root_[kRootLength] = {};
   size_t class_leaves_ = 0;
   NodeAllocator alloc_ = nullptr;

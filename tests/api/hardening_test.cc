@@ -13,6 +13,11 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
 #include <gperftools/malloc_extension.h>
 #include <gperftools/malloc_extension_c.h>
 
@@ -65,6 +70,75 @@ TEST(HardeningDeathTest, InteriorFreeAtEveryOffsetKind) {
       SCOPED_TRACE(testing::Message() << "size " << size << " offset " << offset);
       EXPECT_EXIT(FreeInterior(size, offset), testing::KilledBySignal(SIGABRT),
                   "invalid pointer 0x[0-9a-f]+ \\([0-9]+ bytes into a block of size class [0-9]+");
+    }
+  }
+}
+
+// Issue 15's example, with nothing after the free but the next malloc of the class: no
+// batch moves, so only free() itself can see the interior pointer. Before free() tested for
+// a block's first byte, that malloc returned p + 16 (overlapping the live block p) in both
+// modes, and a per-CPU cache that never overflowed never reported it at all.
+void FreeInteriorThenMalloc() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{100})));
+  free(Opaque(p + 16));
+  char* q = static_cast<char*>(malloc(Opaque(size_t{100})));
+  fprintf(stderr, "not caught: malloc returned %p for the live block %p\n", static_cast<void*>(q), static_cast<void*>(p));
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, InteriorFreeIsCaughtAtTheFreeItself) {
+  EXPECT_EXIT(FreeInteriorThenMalloc(), testing::KilledBySignal(SIGABRT),
+              "^tcmalloc: free\\(\\): invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block of size class [0-9]+, "
+              "112 bytes\\)\n$");
+}
+
+// The same test in realloc (in place and moving: the moving path copied the class size
+// from the interior pointer, past the block's end) and in sized operator delete.
+void ReallocInterior(size_t new_size) {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{100})));
+  void* q = realloc(Opaque(p + 16), Opaque(new_size));
+  fprintf(stderr, "not caught: realloc returned %p\n", q);
+  _exit(0);
+}
+
+void SizedDeleteInterior() {
+  NoCoreDump();
+  char* p = static_cast<char*>(::operator new(Opaque(size_t{100})));
+  ::operator delete(Opaque(p + 32), size_t{68});
+  fprintf(stderr, "not caught\n");
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, InteriorReallocAndSizedDeleteAreCaughtAtOnce) {
+  EXPECT_EXIT(ReallocInterior(90), testing::KilledBySignal(SIGABRT),
+              "^tcmalloc: realloc\\(\\): invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block of size class [0-9]+, "
+              "112 bytes\\)\n$");
+  EXPECT_EXIT(ReallocInterior(5000), testing::KilledBySignal(SIGABRT),
+              "^tcmalloc: realloc\\(\\): invalid pointer 0x[0-9a-f]+ \\(16 bytes into a block");
+  EXPECT_EXIT(SizedDeleteInterior(), testing::KilledBySignal(SIGABRT),
+              "^tcmalloc: free\\(\\): invalid pointer 0x[0-9a-f]+ \\(32 bytes into a block");
+}
+
+// Every block start of a span passes, for every class: the test must never reject a good
+// pointer (a false alarm aborts a correct program). Blocks from memalign's aligned classes
+// too, and blocks in spans of several pages, whose pages hold the span's start, not their
+// own.
+TEST(HardeningTest, EveryBlockOfEveryClassPasses) {
+  for (size_t size = 8; size <= 256 * 1024; size = nallocx(size + 1, 0)) {
+    const size_t count = size <= 1024 ? 600 : size <= 16384 ? 64 : 6;  // several spans, several pages
+    std::vector<void*> blocks;
+    for (size_t i = 0; i < count; ++i) blocks.push_back(malloc(Opaque(size)));
+    for (void* b : blocks) free(Opaque(b));
+    for (size_t i = 0; i < count; ++i) blocks[i] = realloc(malloc(Opaque(size)), Opaque(size));
+    for (void* b : blocks) free(Opaque(b));
+  }
+  for (size_t align : {32, 64, 256, 4096}) {
+    for (size_t size : {1, 40, 100, 1000, 5000}) {
+      void* p = nullptr;
+      ASSERT_EQ(posix_memalign(&p, align, size), 0);
+      free(Opaque(p));
     }
   }
 }

@@ -76,7 +76,7 @@ TEST(PageMapInit, DefaultIsAllZeroAndInitMakesTheClassMapReadable) {
   for (uintptr_t addr : {uintptr_t{0}, uintptr_t{0x7f0012345678}, (uintptr_t{1} << kAddressBits) - 1})
     EXPECT_EQ(map->ClassOf(addr), 0) << std::hex << addr;
   ASSERT_TRUE(map->Ensure(PageId{12345}, Length{1}));
-  map->SetClass(PageId{12345}, 7);
+  map->SetClass(PageId{12345}, 7, PageId{12345});
   EXPECT_EQ(map->ClassOf(PageId{12345}.addr()), 7);
   map->Init(&TestNodeAlloc);  // idempotent: a populated slot stays
   EXPECT_EQ(map->ClassOf(PageId{12345}.addr()), 7);
@@ -101,7 +101,7 @@ TEST_F(PageMapTest, SetAndGetRoundTripEverywhere) {
     PageId p{pages[i]};
     ASSERT_TRUE(map_->Ensure(p, Length{1})) << std::hex << pages[i];
     map_->Set(p, Fake(i));
-    map_->SetClass(p, static_cast<uint8_t>(i + 1));
+    map_->SetClass(p, static_cast<uint8_t>(i + 1), p);
   }
   for (size_t i = 0; i < std::size(pages); ++i) {
     PageId p{pages[i]};
@@ -115,6 +115,59 @@ TEST_F(PageMapTest, SetAndGetRoundTripEverywhere) {
   EXPECT_EQ(map_->ClassOf(PageId{2}.addr()), 0);
 }
 
+// free()'s block-start test reads the offset from the span start out of the class entry
+// (the start's low 32 bits beside the class). A span may straddle a multiple of 4 GiB: the
+// 32-bit difference must stay exact on both sides of it, on every page of the span, and
+// for the largest class number.
+TEST_F(PageMapTest, SpanOffsetIsExactOnEveryPageOfASpan) {
+  const uintptr_t four_gib_pages = (uintptr_t{1} << 32) >> kPageShift;
+  for (const uintptr_t first : {uintptr_t{3}, 5 * four_gib_pages - 2, uintptr_t{0x7f0012345678} >> kPageShift}) {
+    const PageId start{first};
+    const Length n{5};
+    ASSERT_TRUE(map_->Ensure(start, n));
+    for (const uint8_t cl : {uint8_t{1}, uint8_t{88}, uint8_t{127}}) {
+      for (uintptr_t i = 0; i < n.n; ++i) map_->SetClass(start + Length{i}, cl, start);
+      for (const uintptr_t off : {uintptr_t{0}, uintptr_t{8}, kPageSize - 1, kPageSize, 3 * kPageSize + 4104,
+                                  n.n * kPageSize - 1}) {
+        const uintptr_t addr = start.addr() + off;
+        ASSERT_EQ(map_->ClassOf(addr), cl) << std::hex << addr;
+        EXPECT_EQ(map_->SpanOffset(addr, cl), off) << std::hex << addr << " class " << int{cl};
+      }
+    }
+    for (uintptr_t i = 0; i < n.n; ++i) map_->SetClass(start + Length{i}, 0, start);
+    EXPECT_EQ(map_->ClassOf(start.addr()), 0);
+  }
+}
+
+// The block-start test on those offsets: an unset row fails every pointer (class 0's never
+// is set, so free() needs no test of its own for it), a row that passes every block passes
+// interior pointers too (TCMALLOC_HARDENED=0), and an armed 48-byte class (a size that does
+// not divide the page, so blocks straddle page boundaries) passes exactly the block starts,
+// on every page and across a multiple of 4 GiB.
+TEST_F(PageMapTest, BlockStartTestFindsEveryInteriorOffset) {
+  constexpr size_t kSize = 48;
+  constexpr uint8_t kClass = 4;
+  const uintptr_t four_gib_pages = (uintptr_t{1} << 32) >> kPageShift;
+  const PageId start{7 * four_gib_pages - 1};
+  const Length n{3};
+  ASSERT_TRUE(map_->Ensure(start, n));
+  for (uintptr_t i = 0; i < n.n; ++i) map_->SetClass(start + Length{i}, kClass, start);
+  EXPECT_FALSE(map_->IsBlockStart(start.addr(), kClass)) << "an unset row fails every pointer";
+  map_->PassEveryBlock(kClass);
+  EXPECT_TRUE(map_->IsBlockStart(start.addr() + 16, kClass));
+  map_->ArmBlockStartTest(kClass, kSize);
+  size_t starts = 0;
+  for (uintptr_t off = 0; off < n.n * kPageSize; ++off) {
+    const bool expected = off % kSize == 0;
+    ASSERT_EQ(map_->IsBlockStart(start.addr() + off, kClass), expected) << "offset " << off;
+    starts += expected;
+  }
+  EXPECT_EQ(starts, (n.n * kPageSize + kSize - 1) / kSize);
+  // Class 0 (a page of no small-object span, nullptr) fails: the slow path decides.
+  EXPECT_FALSE(map_->IsBlockStart(PageId{99}.addr(), 0));
+  EXPECT_FALSE(map_->IsBlockStart(0, 0));
+}
+
 TEST_F(PageMapTest, EnsureAcrossLeafAndMidBoundaries) {
   // A range straddling a mid boundary needs two mids and a leaf on each side.
   const PageId start{kMidPages - 3};
@@ -123,7 +176,7 @@ TEST_F(PageMapTest, EnsureAcrossLeafAndMidBoundaries) {
   EXPECT_EQ(map_->node_bytes(), 2 * sizeof(PageMap::Mid) + 2 * sizeof(PageMap::Leaf));
   for (uintptr_t i = 0; i < n.n; ++i) {
     map_->Set(start + Length{i}, Fake(i));
-    map_->SetClass(start + Length{i}, 7);
+    map_->SetClass(start + Length{i}, 7, start);
   }
   for (uintptr_t i = 0; i < n.n; ++i) {
     EXPECT_EQ(map_->GetSpan(start + Length{i}), Fake(i));
@@ -189,7 +242,7 @@ TEST_F(PageMapTest, ClearingAClassNeverWritesTheSharedEmptyNodes) {
   // Class 0 is what an unpopulated page already reads; clearing one must not allocate or
   // write to the shared zero node that every other unpopulated lookup goes through.
   const PageId far{kMaxPage - 12345};
-  map_->SetClass(far, 0);
+  map_->SetClass(far, 0, far);
   EXPECT_EQ(map_->ClassOf(far.addr()), 0);
   EXPECT_EQ(map_->ClassOf(PageId{777}.addr()), 0);
   EXPECT_EQ(map_->node_bytes(), 0u);
