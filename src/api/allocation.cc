@@ -79,7 +79,7 @@ void DeallocateNotSmallBlockStart(void* p, size_t cl) noexcept {
   return NotABlockStart(p, cl, "free()");
 }
 
-__attribute__((noipa)) void NotABlockStart(void* p, size_t cl, const char* who) noexcept {
+TCM_NO_IPA void NotABlockStart(void* p, size_t cl, const char* who) noexcept {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   const size_t size = SizeMap::ClassSize(cl);
   Crash("%s: invalid pointer %p (%zu bytes into a block of size class %zu, %zu bytes)", who, p,
@@ -736,8 +736,8 @@ static TCM_NOINLINE void* ReallocateSlow(void* p, size_t size, size_t old) {
 
 // Reports and aborts; returns a pointer so Reallocate's fast path reaches it by a tail
 // jump (a plain call gave the in-place path a stack frame: five instructions more).
-// noipa: GCC would otherwise see that it never returns and make the jump a call again.
-__attribute__((noipa)) static void* ReallocInteriorPointer(void* p, size_t cl) noexcept {
+// TCM_NO_IPA: GCC would otherwise see that it never returns and make the jump a call again.
+TCM_NO_IPA static void* ReallocInteriorPointer(void* p, size_t cl) noexcept {
   NotABlockStart(p, cl, "realloc()");
   return nullptr;
 }

@@ -93,7 +93,7 @@ TCM_ALWAYS_INLINE bool IsSmallBlockStart(uintptr_t addr, size_t cl) {
 TCM_NOINLINE void DeallocateNotSmallBlockStart(void* p, size_t cl) noexcept;
 // Reports an interior pointer and aborts. Not declared [[noreturn]]: a noreturn call made
 // GCC give the whole free() a stack frame, where `return NotABlockStart(...)` is a tail
-// jump like the other misses (noipa in its definition keeps GCC from finding out).
+// jump like the other misses (TCM_NO_IPA in its definition keeps GCC from finding out).
 TCM_NOINLINE void NotABlockStart(void* p, size_t cl, const char* who) noexcept;
 // Sets IsSmallBlockStart's rows for every class (hardened: first bytes only); before the
 // free fast paths open.

@@ -9,6 +9,14 @@
 
 #define TCM_ALWAYS_INLINE inline __attribute__((always_inline))
 #define TCM_NOINLINE __attribute__((noinline))
+// Hides a function's body from the caller's optimizer (GCC's noipa): e.g. that it never
+// returns, which would turn a tail jump to it into a call that needs a stack frame. Clang
+// (the fuzz and sanitizer builds) has no such attribute; noinline is what it gets.
+#if defined(__clang__)
+#define TCM_NO_IPA __attribute__((noinline))
+#else
+#define TCM_NO_IPA __attribute__((noipa))
+#endif
 #define TCM_EXPORT __attribute__((visibility("default")))
 // For extern declarations of internal globals: -fvisibility=hidden covers definitions only,
 // and a declaration the compiler must assume interposable costs an extra instruction.
