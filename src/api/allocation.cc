@@ -67,7 +67,7 @@ void ArmBlockStartTest(bool hardened) {
   static_assert(kNumClasses <= PageMap::kClassSlots);
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     if (hardened) {
-      g_pagemap.ArmBlockStartTest(cl, SizeMap::ClassSize(cl));
+      g_pagemap.ArmBlockStartTest(cl, SizeMap::kDivisionMagic[cl]);
     } else {
       g_pagemap.PassEveryBlock(cl);
     }

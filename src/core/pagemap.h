@@ -122,11 +122,9 @@ class PageMap {
           [limit] "m"(block_limit_[cl]));
     return !fails;
   }
-  // Class cl >= 1 of `size` bytes: only its blocks' first bytes pass (magic = limit =
-  // ceil(2^64 / size)), or every pointer of the class passes.
-  void ArmBlockStartTest(size_t cl, size_t size) {
-    block_magic_[cl] = block_limit_[cl] = ~uint64_t{0} / size + 1;
-  }
+  // Class cl >= 1: only its blocks' first bytes pass, given the class's division magic
+  // ceil(2^64 / size) (SizeMap::kDivisionMagic; magic = limit), or every pointer passes.
+  void ArmBlockStartTest(size_t cl, uint64_t magic) { block_magic_[cl] = block_limit_[cl] = magic; }
   void PassEveryBlock(size_t cl) {
     block_magic_[cl] = 0;
     block_limit_[cl] = ~uint64_t{0};

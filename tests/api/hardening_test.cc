@@ -320,6 +320,11 @@ TEST(HardeningDeathTest, UseAfterFreeWriteInThreadCacheNeverRedirects) {
 // that makes the difference in the tests above).
 void InteriorFreeUnchecked() {
   NoCoreDump();
+  // The switch passes every block of a real class, never class 0: nullptr, large blocks and
+  // reallocs still take their own paths.
+  free(Opaque(static_cast<void*>(nullptr)));
+  free(Opaque(malloc(Opaque(size_t{1} << 20))));
+  free(Opaque(realloc(Opaque(malloc(Opaque(size_t{40}))), Opaque(size_t{300000}))));
   char* p = static_cast<char*>(malloc(Opaque(size_t{100})));
   free(Opaque(p + 16));
   Flush();

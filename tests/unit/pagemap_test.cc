@@ -155,7 +155,7 @@ TEST_F(PageMapTest, BlockStartTestFindsEveryInteriorOffset) {
   EXPECT_FALSE(map_->IsBlockStart(start.addr(), kClass)) << "an unset row fails every pointer";
   map_->PassEveryBlock(kClass);
   EXPECT_TRUE(map_->IsBlockStart(start.addr() + 16, kClass));
-  map_->ArmBlockStartTest(kClass, kSize);
+  map_->ArmBlockStartTest(kClass, ~uint64_t{0} / kSize + 1);  // SizeMap::kDivisionMagic's value
   size_t starts = 0;
   for (uintptr_t off = 0; off < n.n * kPageSize; ++off) {
     const bool expected = off % kSize == 0;
