@@ -88,12 +88,17 @@ TCM_NO_IPA void NotABlockStart(void* p, size_t cl, const char* who) noexcept {
 
 // ---- large objects: whole page runs ----
 
-static Span* AllocateLargeSpan(size_t size, size_t align_pages) {
+// record_length: the run's length goes into its first page's class-map entry
+// (PageMap::SetLargeLength), for realloc's fast path; sampled runs are not recorded (their
+// usable size is the sample's, not the run's).
+static Span* AllocateLargeSpan(size_t size, size_t align_pages, bool record_length = true) {
   if (size > kMaxAllocation) return nullptr;
   EnsureInitialized();
   Length n = Length::FromBytesRoundUp(size == 0 ? 1 : size);
   SpinLockHolder h(g_pageheap.lock());
-  return align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
+  Span* span = align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
+  if (span != nullptr && record_length) g_pagemap.SetLargeLength(span->start, span->length.n);
+  return span;
 }
 
 // TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD: report big allocations with a stack trace; the
@@ -377,7 +382,8 @@ TCM_NOINLINE static void* AllocateSampled(Request request) {
   // larger than its request rounded up to pages), and the block reports that size, so
   // GetAllocatedSize agrees with nallocx whether or not the block was sampled.
   const size_t usable = GoodSize(size, align);
-  Span* span = AllocateLargeSpan(usable > size ? usable : size, align > kPageSize ? align >> kPageShift : 1);
+  Span* span = AllocateLargeSpan(usable > size ? usable : size, align > kPageSize ? align >> kPageShift : 1,
+                                 /*record_length=*/false);
   if (span == nullptr) return nullptr;
   const int64_t period = __atomic_load_n(&g_options.sample_parameter, __ATOMIC_RELAXED);
   // Without a record (no metadata memory) it is simply an unsampled large block.
@@ -515,6 +521,7 @@ static void DeallocateLarge(void* p) {
     if (span->location != Span::kInUse) Crash("free(): invalid pointer %p (double free)", p);
     sample = span->sample;
     span->sample = nullptr;
+    g_pagemap.SetClass(page, 0, page);  // the recorded length (SetLargeLength) goes first
     g_pageheap.Delete(span);
     surplus_released = g_pageheap.TakeSurplusReleased();
   }
@@ -690,9 +697,11 @@ static bool ResizeLargeInPlace(void* p, size_t size) {
     return false;
   if (want < span->length) {
     g_pageheap.ShrinkInPlace(span, want);
-    return true;
+  } else if (!g_pageheap.ExtendInPlace(span, want)) {
+    return false;
   }
-  return g_pageheap.ExtendInPlace(span, want);
+  g_pagemap.SetLargeLength(span->start, span->length.n);
+  return true;
 }
 
 // A block of `old` usable bytes serves a realloc to `size` where it is when the request
@@ -780,6 +789,11 @@ void* Reallocate(void* p, size_t size) noexcept {
       return ReallocateMove(p, size, old);
     }
     if (cl != 0) return ReallocInteriorPointer(p, cl);
+    // A large block's first byte whose recorded length still fits the request: answered from
+    // the entry just loaded (PageMap::SetLargeLength), not from the span record.
+    if (const size_t pages = g_pagemap.LargeLength(addr); pages != 0 && (addr & (kPageSize - 1)) == 0) {
+      if (FitsInPlace(size, pages << kPageShift, 0)) return p;
+    }
   }
   return ReallocateOther(p, size);
 }

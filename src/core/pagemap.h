@@ -162,6 +162,26 @@ class PageMap {
     __atomic_store_n(&leaf[p.index & (kClassLeafLength - 1)], entry, __ATOMIC_RELAXED);
   }
 
+  // A large block's length in pages, kept in the entry of its run's first page above the
+  // class byte (0): realloc's fast path has loaded that entry to learn the class, and with
+  // the length there a large block that still fits (a buffer grown by small steps) is
+  // answered without the span tree's three dependent loads and the span record's (FindBlock:
+  // half of realloc_growth's time went there). The allocation layer records unsampled runs
+  // it hands out and clears the entry (SetClass 0) before it frees or resizes one; every
+  // other page's entry, and every run longer than kMaxRecordedPages, reads 0 (not known).
+  // REQUIRES Ensure covered first.
+  static constexpr size_t kMaxRecordedPages = (size_t{1} << 24) - 1;
+  void SetLargeLength(PageId first, size_t pages) {
+    uint32_t* leaf = MutableClassLeaf(first);
+    if (leaf == nullptr) return;
+    const uint32_t entry = pages <= kMaxRecordedPages ? static_cast<uint32_t>(pages) << 8 : 0;
+    __atomic_store_n(&leaf[first.index & (kClassLeafLength - 1)], entry, __ATOMIC_RELAXED);
+  }
+  // The length SetLargeLength recorded for the run starting at addr's page, 0 if none.
+  // Meaningful only where ClassOf(addr) == 0 (above a class, the entry holds a span start).
+  // REQUIRES addr < 2^48.
+  TCM_ALWAYS_INLINE size_t LargeLength(uintptr_t addr) const { return *ClassEntry(addr) >> 8; }
+
   // Bytes of span nodes allocated so far (metadata accounting); class leaves are address
   // space of which only four bytes per managed page are ever touched.
   size_t node_bytes() const { return node_bytes_; }

@@ -372,6 +372,33 @@ TEST(Realloc, WithinUsableSizeKeepsContents) {
   }
 }
 
+// A large block shrunk, grown back, grown in small steps and moved: after every call the
+// block holds the request and its contents. realloc answers a large block that still fits
+// from the length it recorded for it (PageMap::SetLargeLength); a length left from before a
+// shrink would return the shrunk block for the bigger request.
+TEST(Realloc, LargeBlockHoldsEveryRequestAcrossResizes) {
+  char* p = static_cast<char*>(malloc(Opaque(kMiB)));
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, kMiB, 4);
+  p = static_cast<char*>(realloc(p, Opaque(300 * kKiB)));  // less than half: gives back the tail
+  ASSERT_NE(p, nullptr);
+  EXPECT_LT(malloc_usable_size(p), kMiB / 2) << "the tail was not given back";
+  EXPECT_TRUE(CheckPattern(p, 300 * kKiB, 4));
+  // Something may take the tail's pages now.
+  void* neighbour = malloc(Opaque(512 * kKiB));
+  ASSERT_NE(neighbour, nullptr);
+  for (size_t size = 300 * kKiB + 64; size <= 3 * kMiB; size += 8 * kKiB + 64) {
+    char* q = static_cast<char*>(realloc(p, Opaque(size)));
+    ASSERT_NE(q, nullptr);
+    ASSERT_GE(malloc_usable_size(q), size) << "realloc to " << size << " returned a smaller block";
+    ASSERT_TRUE(CheckPattern(q, 300 * kKiB, 4)) << size;
+    memset(q + size - 64, 0x5a, 64);  // the block really holds the request
+    p = q;
+  }
+  free(neighbour);
+  free(p);
+}
+
 TEST(Realloc, FailureLeavesTheOriginalBlockIntact) {
   for (size_t n : {size_t{100}, size_t{5000}, size_t{300000}, 2 * kMiB}) {
     void* p = malloc(Opaque(n));

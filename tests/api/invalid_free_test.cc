@@ -57,6 +57,26 @@ void DoubleFreeLarge() {
   free(Opaque(p));
 }
 
+// realloc answers a large block that still fits from the length recorded in its first
+// page's class-map entry (PageMap::SetLargeLength). A freed block's entry must be cleared,
+// and only the first page may carry one: otherwise these two would return p silently.
+void ReallocFreedLarge() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{1024 * 1024})));
+  memset(p, 1, 1024 * 1024);
+  free(p);
+  void* q = realloc(Opaque(p), Opaque(size_t{900 * 1024}));
+  fprintf(stderr, "not caught: realloc returned %p\n", q);
+}
+
+void ReallocLargeSecondPage() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{1024 * 1024})));
+  memset(p, 1, 1024 * 1024);
+  void* q = realloc(Opaque(p + 8192), Opaque(size_t{900 * 1024}));
+  fprintf(stderr, "not caught: realloc returned %p\n", q);
+}
+
 TEST(InvalidFreeDeathTest, StackAddressAborts) {
   EXPECT_EXIT(FreeStackAddress(), testing::KilledBySignal(SIGABRT), kInvalidPointer);
 }
@@ -71,6 +91,14 @@ TEST(InvalidFreeDeathTest, PointerIntoForeignMmapRegionAborts) {
 
 TEST(InvalidFreeDeathTest, DoubleFreeOfLargeBlockAborts) {
   EXPECT_EXIT(DoubleFreeLarge(), testing::KilledBySignal(SIGABRT), kDoubleFreeOrInvalid);
+}
+
+TEST(InvalidFreeDeathTest, ReallocOfAFreedLargeBlockAborts) {
+  EXPECT_EXIT(ReallocFreedLarge(), testing::KilledBySignal(SIGABRT), "realloc\\(\\): invalid pointer");
+}
+
+TEST(InvalidFreeDeathTest, ReallocOfALargeBlocksSecondPageAborts) {
+  EXPECT_EXIT(ReallocLargeSecondPage(), testing::KilledBySignal(SIGABRT), "realloc\\(\\): invalid pointer");
 }
 
 TEST(InvalidFreeDeathTest, HeapStillWorksInTheParent) {
