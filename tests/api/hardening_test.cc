@@ -143,6 +143,49 @@ TEST(HardeningTest, EveryBlockOfEveryClassPasses) {
   }
 }
 
+// The two misuses free()'s block-start test cannot tell from a correct free (README,
+// "Misuse"), caught when the front end hands its objects back. A pointer into a span's tail
+// at a multiple of the size: the 48-byte class's one-page spans hold 170 blocks and a
+// 32-byte tail at offset 8160 = 170 * 48.
+void FreeSpanTail() {
+  NoCoreDump();
+  char* p = static_cast<char*>(malloc(Opaque(size_t{48})));
+  if (p == nullptr || nallocx(48, 0) != 48) _exit(99);
+  char* page = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{8191});
+  free(Opaque(page + 8160));
+  fprintf(stderr, "free() took the tail\n");
+  Flush();
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, FreeIntoASpansTailIsCaughtWhenTheCacheHandsItBack) {
+  EXPECT_EXIT(FreeSpanTail(), testing::KilledBySignal(SIGABRT),
+              "free\\(\\) took the tail\n.*invalid pointer 0x[0-9a-f]+ \\(past the last block of its span");
+}
+
+// free(p + size) of a block whose neighbour is live: to the allocator that is the
+// neighbour's free, so the neighbour's own free later is a double free.
+void FreeOfTheNextBlock() {
+  NoCoreDump();
+  std::vector<char*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(static_cast<char*>(malloc(Opaque(size_t{64}))));
+  char* a = nullptr;
+  for (char* x : blocks)
+    for (char* y : blocks)
+      if (y == x + 64) a = x;
+  if (a == nullptr) _exit(99);
+  free(Opaque(a + 64));  // the live neighbour
+  fprintf(stderr, "free() took the neighbour\n");
+  free(a);               // a correct free in between: the double free is not on top
+  free(a + 64);          // the neighbour's owner frees it
+  Flush();
+  _exit(0);
+}
+
+TEST(HardeningDeathTest, FreeOfTheNextBlocksStartIsCaughtAsItsDoubleFree) {
+  EXPECT_EXIT(FreeOfTheNextBlock(), testing::KilledBySignal(SIGABRT), std::string("free\\(\\) took the neighbour\n.*") + kDoubleFree);
+}
+
 // Frees every object of a span's worth of blocks so the span goes back to the page heap,
 // then frees one of those pointers again.
 void FreeIntoFreedSpan(size_t which) {
