@@ -954,7 +954,7 @@ TEST_F(CentralFreeListDeathTest, TailWasteInAnOwnRunCrashes) {
     std::vector<void*> bad = objs;
     bad[k] = tail_waste;
     EXPECT_DEATH(central_->InsertToSpans(bad.data(), static_cast<int>(bad.size())),
-                 "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
+                 "invalid pointer 0x[0-9a-f]+ \\(past the last block of its span, size class");
   }
 }
 
@@ -1371,7 +1371,7 @@ TEST_P(BatchCheckModeDeathTest, MisuseAtEveryPlaceOfAnArrayBatchCrashes) {
       bad[k] = &not_ours[0];
       InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(not a block of size class");
       bad[k] = tail_waste;
-      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(0 bytes into a block of size class");
+      InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(past the last block of its span, size class");
       if (k >= 1) {
         bad[k] = (*objs)[k - 1];  // twice in a row
         InsertExpectingDeath(bad, "invalid pointer 0x[0-9a-f]+ \\(double free: the block is in the same batch twice");
