@@ -167,7 +167,8 @@ class PageMap {
   // the length there a large block that still fits (a buffer grown by small steps) is
   // answered without the span tree's three dependent loads and the span record's (FindBlock:
   // half of realloc_growth's time went there). The allocation layer records unsampled runs
-  // it hands out and clears the entry (SetClass 0) before it frees or resizes one; every
+  // it hands out, records them again after a resize in place, and clears the entry
+  // (SetClass 0) before it frees one; every
   // other page's entry, and every run longer than kMaxRecordedPages, reads 0 (not known).
   // REQUIRES Ensure covered first.
   static constexpr size_t kMaxRecordedPages = (size_t{1} << 24) - 1;
