@@ -10,9 +10,10 @@
 // walked and freed until about fixed_nodes nodes were made; ns a node at one depth shows
 // where the front end's capacity ends (trees of up to a few thousand nodes stay in the
 // caches, larger ones go through the central lists and spans).
-// phases (with fixed_nodes, one thread): the same trees, with building, walking and freeing
-// timed apart (ns a node each), and the layout of the last tree before it is freed: how
-// many nodes in the walk's order do not follow the previous one at the next 16 bytes.
+// phases (with fixed_nodes, one thread): the same trees, with building, walking, a visit in
+// the destructor's order that frees nothing, and freeing timed apart (ns a node each), and
+// the layout of the last tree before it is freed: how many nodes in the walk's order do not
+// follow the previous one at the next 16 bytes.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -49,9 +50,20 @@ long LayoutBreaks(const Node* n, uintptr_t* prev) {
   return breaks;
 }
 
-// The phases mode: make, walk and free trees of `depth`, each phase timed on its own.
+// The destructor's order (right subtree, then left, then the node) with nothing freed: the
+// program's own loads of the free phase, so free - visit is what the frees add to them.
+long VisitAsFreed(const Node* n) {
+  long k = 1;
+  if (n->right) k += VisitAsFreed(n->right.get());
+  if (n->left) k += VisitAsFreed(n->left.get());
+  return k;
+}
+
+// The phases mode: make, walk, visit in the destructor's order, and free trees of `depth`,
+// each phase timed on its own. A walk (untimed) between the visit and the free gives the
+// free the cache the visit had.
 void TimePhases(int depth, long trees) {
-  double make = 0, walk = 0, free = 0;
+  double make = 0, walk = 0, visit = 0, free = 0;
   long breaks = 0;
   uint64_t nodes = 0;
   for (long i = 0; i < trees; ++i) {
@@ -64,6 +76,10 @@ void TimePhases(int depth, long trees) {
       uintptr_t prev = 0;
       breaks = LayoutBreaks(tree.get(), &prev);
     }
+    const double v0 = bench_wall();
+    if (VisitAsFreed(tree.get()) != (1L << (depth + 1)) - 1) bench_die("binary_trees: wrong node count");
+    visit += bench_wall() - v0;
+    if (Check(tree.get()) != (1L << (depth + 1)) - 1) bench_die("binary_trees: wrong node count");
     const double t3 = bench_wall();
     tree.reset();  // ~unique_ptr: right subtree first, then left, then the node
     free += bench_wall() - t3;
@@ -71,8 +87,10 @@ void TimePhases(int depth, long trees) {
     walk += t2 - t1;
   }
   const double n = static_cast<double>(nodes);
-  printf("depth=%d nodes=%llu make_ns_per_node=%.2f walk_ns_per_node=%.2f free_ns_per_node=%.2f layout_breaks=%ld\n",
-         depth, static_cast<unsigned long long>(nodes), make * 1e9 / n, walk * 1e9 / n, free * 1e9 / n, breaks);
+  printf("depth=%d nodes=%llu make_ns_per_node=%.2f walk_ns_per_node=%.2f visit_ns_per_node=%.2f "
+         "free_ns_per_node=%.2f layout_breaks=%ld\n",
+         depth, static_cast<unsigned long long>(nodes), make * 1e9 / n, walk * 1e9 / n, visit * 1e9 / n,
+         free * 1e9 / n, breaks);
 }
 
 // Builds, walks and frees `trees` trees of `depth`, split over `threads` threads; returns
