@@ -64,6 +64,7 @@ long VisitAsFreed(const Node* n) {
 // free the cache the visit had.
 void TimePhases(int depth, long trees) {
   double make = 0, walk = 0, visit = 0, free = 0;
+  const long per_tree = (1L << (depth + 1)) - 1;
   long breaks = 0;
   uint64_t nodes = 0;
   for (long i = 0; i < trees; ++i) {
@@ -77,9 +78,9 @@ void TimePhases(int depth, long trees) {
       breaks = LayoutBreaks(tree.get(), &prev);
     }
     const double v0 = bench_wall();
-    if (VisitAsFreed(tree.get()) != (1L << (depth + 1)) - 1) bench_die("binary_trees: wrong node count");
+    if (VisitAsFreed(tree.get()) != per_tree) bench_die("binary_trees: wrong node count");
     visit += bench_wall() - v0;
-    if (Check(tree.get()) != (1L << (depth + 1)) - 1) bench_die("binary_trees: wrong node count");
+    if (Check(tree.get()) != per_tree) bench_die("binary_trees: wrong node count");
     const double t3 = bench_wall();
     tree.reset();  // ~unique_ptr: right subtree first, then left, then the node
     free += bench_wall() - t3;
