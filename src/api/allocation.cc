@@ -95,9 +95,16 @@ static Span* AllocateLargeSpan(size_t size, size_t align_pages, bool record_leng
   if (size > kMaxAllocation) return nullptr;
   EnsureInitialized();
   Length n = Length::FromBytesRoundUp(size == 0 ? 1 : size);
-  SpinLockHolder h(g_pageheap.lock());
-  Span* span = align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
-  if (span != nullptr && record_length) g_pagemap.SetLargeLength(span->start, span->length.n);
+  Span* span;
+  bool new_memory;
+  {
+    SpinLockHolder h(g_pageheap.lock());
+    span = align_pages > 1 ? g_pageheap.NewAligned(n, Length{align_pages}) : g_pageheap.New(n);
+    if (span != nullptr && record_length) g_pagemap.SetLargeLength(span->start, span->length.n);
+    new_memory = g_pageheap.TakeNewMemoryCarved();
+  }
+  // The heap grows resident: the central lists' kept empty spans go back first.
+  if (TCM_UNLIKELY(new_memory)) NewMemoryWasCarved();
   return span;
 }
 

@@ -36,7 +36,7 @@ CentralFreeList& CentralForCaller(size_t cl) {
 // now writes a page or two. The lock makes a list's set-up happen once.
 static constinit SpinLock g_list_set_up_lock;
 
-// The empty one-page spans the central lists may keep for their next allocations
+// The empty spans the central lists may keep for their next allocations
 // (central_freelist.h, "Kept spans"), all lists together: 4 MiB a shard held the spans of
 // two threads building and freeing trees of 2-8 MiB (binary trees at depth 16 and 18;
 // 1 MiB a shard gave back only half the gain).
@@ -81,13 +81,17 @@ static size_t ShrinkIdleFrontEnd(uint64_t now_ns) { return g_cpu_cache.Maintain(
 // Runs with no lock held; giving kept spans back can fire the rule again, and that call
 // finds the sweep under way and returns.
 static constinit std::atomic<bool> g_kept_sweep_running{false};  // reset in a fork child
-static void KeptSpansOut() {
-  g_kept_spans.Close();
+static void KeptSpansBack() {
+  if (g_kept_spans.used() == 0) return;  // nothing kept: no sweep over every list
   if (g_kept_sweep_running.exchange(true, std::memory_order_acquire)) return;
   ForEachCentral([](CentralFreeList& c, size_t) {
     if (c.kept_spans() != 0) c.ReleaseKeptSpans();
   });
   g_kept_sweep_running.store(false, std::memory_order_release);
+}
+static void KeptSpansOut() {
+  g_kept_spans.Close();
+  KeptSpansBack();
 }
 
 static constinit SpinLock g_init_lock;
@@ -206,6 +210,8 @@ void EnsureInitialized() {
   SetCentralSetUp(&SetUpList);
   SetShardClassHook(&MarkClassSharded);
   SetSurplusReleased(&KeptSpansOut);
+  // Pages kept empty for one class are reused before the heap grows for another.
+  SetNewMemoryCarved(&KeptSpansBack);
   InitThreadExitHook();
   // Hardened: a corrupted free list that makes our own code fault is reported as such.
   if (g_options.hardened) InstallFaultReporting();

@@ -72,10 +72,12 @@ void PrintHeapSummary(Printer* out, const HeapTotals& t) {
   out->Printf("MALLOC:   %12d              Central-list shards (%d in use; CPU n uses shard n mod %d for the %zu "
               "sharded classes)\n",
               g_central_shards.count, shards_in_use, g_central_shards.count, ShardedClasses());
-  // Part of the central cache freelist above: empty one-page spans the lists keep for
-  // their next allocations (central_freelist.h, "Kept spans").
-  out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n",
-              g_kept_spans.used() / kPageSize, ToMiB(g_kept_spans.used()), ToMiB(g_kept_spans.limit()));
+  // Part of the central cache freelist above: empty spans the lists keep for their next
+  // allocations (central_freelist.h, "Kept spans").
+  size_t kept_spans = 0;
+  ForEachCentral([&kept_spans](const CentralFreeList& c, size_t) { kept_spans += c.kept_spans(); });
+  out->Printf("MALLOC:   %12zu              Empty spans kept by central lists (%.1f of %.1f MiB)\n", kept_spans,
+              ToMiB(g_kept_spans.used()), ToMiB(g_kept_spans.limit()));
   // The hardening's batch check (central_freelist.h): batches proven free of duplicates by
   // their runs, those that needed the filter, and how many runs they split into.
   size_t checked = 0, filtered = 0, by_runs[CentralFreeList::kRunsCounted] = {};

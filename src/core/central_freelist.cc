@@ -151,6 +151,8 @@ void CentralFreeList::HandoffsReached(uint32_t count) {
 
 static constinit SurplusReleased g_surplus_released = nullptr;
 void SetSurplusReleased(SurplusReleased hook) { __atomic_store_n(&g_surplus_released, hook, __ATOMIC_RELEASE); }
+static constinit NewMemoryCarved g_new_memory_carved = nullptr;
+void SetNewMemoryCarved(NewMemoryCarved hook) { __atomic_store_n(&g_new_memory_carved, hook, __ATOMIC_RELEASE); }
 
 void CentralFreeList::SetUp() {
   const CentralSetUp set_up = __atomic_load_n(&g_set_up, __ATOMIC_ACQUIRE);
@@ -183,9 +185,10 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   // the 2% space promise for them (overhead_test); that class keeps encoded lists.
   bitmap_words_ = size_ >= 16 ? (objects_per_span_ + 63) / 64 : 0;
   division_magic_ = SizeMap::kDivisionMagic[cl];
-  // One-page spans only: a span of a bigger class holds a few objects, and its pages serve
-  // every class better from the page heap (t-test1's random sizes up to 64 KiB).
-  kept_budget_ = bitmap_words_ != 0 && SizeMap::ClassPages(cl) == 1 ? kept_spans : nullptr;
+  // Spans of kKeptSpanMinObjects objects or more (every one-page span is one): a span of a
+  // few big objects (32 KiB and up) would pin its pages for a single live object.
+  span_bytes_ = SizeMap::ClassPages(cl) * kPageSize;
+  kept_budget_ = bitmap_words_ != 0 && objects_per_span_ >= kKeptSpanMinObjects ? kept_spans : nullptr;
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
   const size_t array_bytes = static_cast<size_t>(TransferCache::capacity_for(size_, batch)) * sizeof(void*);
@@ -586,6 +589,7 @@ bool CentralFreeList::Populate() {
   lock_.Unlock();
   Span* span;
   uint64_t* bits = nullptr;
+  bool new_memory;
   {
     SpinLockHolder h(heap_->lock());
     span = heap_->New(Length{SizeMap::ClassPages(cl_)});
@@ -595,7 +599,11 @@ bool CentralFreeList::Populate() {
       // kept per list, the bitmaps of a 188 MiB heap of small objects (~0.5 MiB) stayed.
       if (bitmap_words_ != 0) bits = heap_->NewBitmap(bitmap_words_);
     }
+    new_memory = heap_->TakeNewMemoryCarved();
   }
+  // The heap grows resident for this list: the spans other lists keep empty go back first
+  // ("Kept spans").
+  if (TCM_UNLIKELY(new_memory)) NewMemoryWasCarved();
   if (span == nullptr) {
     lock_.Lock();
     return false;
@@ -657,7 +665,7 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
     if (span->kept) {
       span->kept = false;
       __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
-      kept_budget_->Give(kPageSize);
+      kept_budget_->Give(span_bytes_);
       ++kept_reused_;
     }
     uint64_t* const bits = span->free_bits;
@@ -1100,7 +1108,7 @@ void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refc
   if (refcount != 0) return;
   // Kept: on nonempty_ as it is, at the front, so the next allocation takes it while its
   // lines are still in this CPU's caches.
-  if (kept_budget_ != nullptr && span->free_bits != nullptr && kept_budget_->Take(kPageSize)) {
+  if (kept_budget_ != nullptr && span->free_bits != nullptr && kept_budget_->Take(span_bytes_)) {
     span->kept = true;
     __atomic_store_n(&kept_spans_, kept_spans_ + 1, __ATOMIC_RELAXED);
     SpanList::Remove(span);
@@ -1134,9 +1142,9 @@ size_t CentralFreeList::ReleaseKeptSpans(size_t keep) {
       if (s->kept && ++seen > keep) {
         s->kept = false;
         __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
-        kept_budget_->Give(kPageSize);
+        kept_budget_->Give(span_bytes_);
         Unlist(s, &to_release);
-        released += kPageSize;
+        released += span_bytes_;
       }
       s = next;
     }
@@ -1179,6 +1187,11 @@ void CentralFreeList::ReleaseSpans(Span* chain) {
 
 void SurplusWasReleased() {
   const SurplusReleased hook = __atomic_load_n(&g_surplus_released, __ATOMIC_ACQUIRE);
+  if (hook != nullptr) hook();
+}
+
+void NewMemoryWasCarved() {
+  const NewMemoryCarved hook = __atomic_load_n(&g_new_memory_carved, __ATOMIC_ACQUIRE);
   if (hook != nullptr) hook();
 }
 

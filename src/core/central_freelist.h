@@ -56,9 +56,14 @@
 // threads at 4 KiB and binary trees gained too: bench/README.md "Twenty-eighth session";
 // integration.thread_lines_test counts the lines two threads share).
 //
-// Kept spans: a one-page span (classes up to 1 KiB) whose objects are all free again
-// stays on this list, bitmap ready, while the shared budget (ByteBudget, given to Init)
-// has room: the list's next allocations take it back without the page heap. Sent back at
+// Kept spans: a span of kKeptSpanMinObjects objects or more (every one-page span, and the
+// 2-8 page spans of classes up to 8 KiB) whose objects are all free again stays on this
+// list, bitmap ready, while the shared budget (ByteBudget, given to Init; a span counts its
+// whole length) has room: the list's next allocations take it back without the page heap.
+// A working set of 1000 blocks of 4 KiB, more than a CPU's cache and the transfer cache
+// hold, sent ~50 spans of 64 KiB through the page heap and back on every round, a quarter
+// of its time (bench/README.md, "Thirty-ninth session"). Spans of a few objects (32 KiB
+// and up) are not kept: one live object pins such a span. Sent back at
 // once, a span went to the one page heap all shards share, and the next span the page heap
 // carved for a list was as likely another CPU's just-freed pages: two threads building and
 // freeing trees of 2-8 MiB each took 12-15% longer a node, their own loads and stores
@@ -74,7 +79,12 @@
 // list's kept spans go back at once and no list keeps any until the next pass
 // (SetSurplusReleased, PageHeap::TakeSurplusReleased): one kept span is enough
 // to keep a huge page from being released whole, and a 300 MB heap freed on one thread
-// kept 80 MiB resident against 48 without them (integration.phase_test).
+// kept 80 MiB resident against 48 without them (integration.phase_test). Kept spans are
+// pages the heap reuses before it grows: when a New of the page heap hands out pages the
+// process does not hold yet (PageHeap::TakeNewMemoryCarved; a list's Populate or a large
+// block), every list's kept spans go back to the page heap (SetNewMemoryCarved), and the
+// lists may keep spans again at once (t-test1 at 64 KiB: peak 31.8 MiB keeping the bigger
+// spans without this, 30.3 with it, 30.5 keeping one-page spans only).
 //
 // Locking: lock_ guards everything here. Objects of arrays (per-CPU caches, drains, the
 // transfer cache) that belong to this list's own bitmap spans go back in one pass under
@@ -153,6 +163,14 @@ void SetSurplusReleased(SurplusReleased hook);
 // release (PageHeap::TakeSurplusReleased), lists' spans and large blocks alike.
 // REQUIRES no allocator lock held.
 void SurplusWasReleased();
+// Called (no lock held) after a New of the page heap handed out pages not yet resident
+// (PageHeap::TakeNewMemoryCarved): the composition root gives back every list's kept spans,
+// so the heap reuses them before it grows; unlike a surplus release, lists may keep spans
+// again at once. nullptr: nothing is done.
+using NewMemoryCarved = void (*)();
+void SetNewMemoryCarved(NewMemoryCarved hook);
+// Runs that hook: for every caller of PageHeap::New whose TakeNewMemoryCarved was true.
+void NewMemoryWasCarved();
 
 class CentralFreeList {
  public:
@@ -170,6 +188,8 @@ class CentralFreeList {
   // Hand-offs between shards that shard a class when they come this fast; see "Shards".
   static constexpr uint32_t kShardAfterHandoffs = 1024;
   static constexpr uint64_t kShardWindowNs = 100'000'000;
+  // Lists whose spans hold at least this many objects keep emptied spans ("Kept spans").
+  static constexpr uint32_t kKeptSpanMinObjects = 8;
   // From now on the front-end calls note the shard of the caller's CPU (CPU n: shard
   // n & (shards - 1); shards a power of two) and run the ShardClassHook once calls
   // from another shard than the call before come at the rate above (shard-0 lists of a
@@ -431,6 +451,7 @@ class CentralFreeList {
   bool checks_ = false;  // set by Init; a zero default keeps g_central in .bss (start-up RSS)
   bool vector_check_ = false;  // set by Init: the CPU has AVX2 (CheckObjects of arrays)
   size_t kept_reused_ = 0;  // kept spans taken back since the previous ReleaseKeptSpansBeyondDemand
+  size_t span_bytes_ = 0;  // ClassPages(cl) pages: what a kept span counts against the budget
   ByteBudget* kept_budget_ = nullptr;  // null: this list keeps no empty spans
   size_t kept_spans_ = 0;
   uint32_t bitmap_words_ = 0;

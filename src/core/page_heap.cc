@@ -280,6 +280,7 @@ Span* PageHeap::Carve(Span* span, Length n) {
     TrackReleased(span->start, n, -1);
     surplus_reused_ += n.bytes();
   }
+  if (span->location == Span::kReturned || span->fresh) new_memory_unseen_ = true;
   TrackUsed(span->start, n, +1);
   span->location = Span::kInUse;
   span->sizeclass = 0;

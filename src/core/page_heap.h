@@ -255,6 +255,16 @@ class PageHeap {
     surplus_unseen_ = false;
     return fired;
   }
+  // True once after each New (under lock()) that handed out pages the process does not
+  // hold yet (never touched since the OS gave them, or released): the heap is about to
+  // grow resident. The caller gives back the central lists' kept spans once the lock is
+  // dropped, so pages kept empty for one class are reused before the heap grows for
+  // another (central_freelist.h, "Kept spans").
+  bool TakeNewMemoryCarved() {
+    const bool carved = new_memory_unseen_;
+    new_memory_unseen_ = false;
+    return carved;
+  }
 
   // Release every run as soon as it becomes free (TCMALLOC_AGGRESSIVE_DECOMMIT).
   void set_aggressive_decommit(bool on) { aggressive_decommit_ = on; }
@@ -395,6 +405,7 @@ class PageHeap {
   uint64_t surplus_window_ = 0;
   bool surplus_fired_ = false;
   bool surplus_unseen_ = false;  // TakeSurplusReleased
+  bool new_memory_unseen_ = false;  // TakeNewMemoryCarved
   int surplus_quick_ = 0;
   size_t surplus_reused_ = 0;
 };

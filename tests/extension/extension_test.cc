@@ -185,6 +185,20 @@ static void EmptySomeSpans() {
   for (void* p : blocks) free(p);
 }
 
+// Kept spans are pages reused before the heap grows: a request the free runs cannot serve
+// (here a large block, so the heap must map memory it does not hold yet) gives them back
+// to the page heap first, and the heap does not stay grown by what the lists kept. First of
+// these tests: it leaves the lists' budget open.
+TEST(CentralLists, KeptSpansGoBackBeforeTheHeapGrows) {
+  EmptySomeSpans();
+  ASSERT_GT(KeptSpans(), 0u) << "no span was kept: the rest of this test would prove nothing";
+  // Never freed: freeing it would make the surplus rule fire, which closes the lists'
+  // budget until the next maintenance pass, and the tests below need it open.
+  static void* big = malloc(size_t{96} << 20);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(KeptSpans(), 0u) << "the heap grew while the lists kept empty spans";
+}
+
 // Empty spans a central list keeps for its next allocations show in GetStats, and
 // ReleaseFreeMemory gives them back with everything else free.
 TEST(CentralLists, KeptEmptySpansAreReportedAndReleased) {

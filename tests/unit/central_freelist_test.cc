@@ -424,25 +424,48 @@ TEST_F(CentralFreeListTest, EmptySpansAreKeptWithinTheBudgetAndReused) {
   VerifyHeap();
 }
 
-// Only one-page spans are kept: a bigger class's span holds a few objects and its pages
+// Spans of kKeptSpanMinObjects objects or more are kept (every one-page span, and e.g. the
+// 4 KiB class's 16 objects in 8 pages); a span of a few big objects is not: its pages
 // serve every class better from the page heap. The maintenance pass keeps no more of them
 // than the list's allocations took back since its previous call: light work that takes
 // a few objects an interval (issue 12's cache-hits-only program after a big free) keeps
 // one span, not the budget.
-TEST_F(CentralFreeListTest, KeptSpansAreOnePageAndOnlyAsManyAsWereReused) {
+TEST_F(CentralFreeListTest, KeptSpansHoldManyObjectsAndOnlyAsManyAsWereReused) {
   ByteBudget budget;
   budget.Init(64 * kPageSize);
   const size_t big = SizeMap::ClassIndex(16384);
   ASSERT_GT(SizeMap::ClassPages(big), 1u);
+  ASSERT_LT(SizeMap::ObjectsPerSpan(big), CentralFreeList::kKeptSpanMinObjects);
   cl_ = big;
   central_ = std::make_unique<CentralFreeList>();
   central_->Init(static_cast<uint8_t>(big), &t_->heap, &t_->pagemap, true, &budget);
   std::vector<void*> objs(SizeMap::ObjectsPerSpan(big));
-  const int n = static_cast<int>(objs.size());
+  int n = static_cast<int>(objs.size());
   ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
   central_->InsertToSpans(objs.data(), n);
   EXPECT_EQ(central_->kept_spans(), 0u);
   EXPECT_EQ(HeapSpans(), 0u);
+
+  // A multi-page span of many objects is kept, and counts its whole length.
+  const size_t page_sized = SizeMap::ClassIndex(4096);
+  ASSERT_GT(SizeMap::ClassPages(page_sized), 1u);
+  ASSERT_GE(SizeMap::ObjectsPerSpan(page_sized), CentralFreeList::kKeptSpanMinObjects);
+  cl_ = page_sized;
+  central_ = std::make_unique<CentralFreeList>();
+  central_->Init(static_cast<uint8_t>(page_sized), &t_->heap, &t_->pagemap, true, &budget);
+  objs.resize(SizeMap::ObjectsPerSpan(page_sized));
+  n = static_cast<int>(objs.size());
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
+  central_->InsertToSpans(objs.data(), n);
+  EXPECT_EQ(central_->kept_spans(), 1u);
+  EXPECT_EQ(HeapSpans(), 1u);
+  EXPECT_EQ(budget.used(), SizeMap::ClassPages(page_sized) * kPageSize);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
+  EXPECT_EQ(HeapSpans(), 1u) << "taken back from the kept span";
+  central_->InsertToSpans(objs.data(), n);
+  EXPECT_EQ(central_->ReleaseKeptSpans(), SizeMap::ClassPages(page_sized) * kPageSize);
+  EXPECT_EQ(HeapSpans(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
 
   Init(SizeMap::ClassIndex(256));
   central_ = std::make_unique<CentralFreeList>();
@@ -514,6 +537,29 @@ TEST_F(CentralFreeListTest, SpansThatMakeTheSurplusRuleFireCallTheHook) {
     SpinLockHolder h(t_->heap.lock());
     t_->heap.set_surplus_release(false);
   }
+  central_->Verify();
+  VerifyHeap();
+}
+
+// A Populate whose span is memory the process does not hold yet calls the installed
+// NewMemoryCarved hook (the composition root's gives back every list's kept spans, so they
+// are reused before the heap grows resident); one that reuses pages freed before does not.
+static int g_new_memory_hook_calls = 0;
+TEST_F(CentralFreeListTest, APopulateOfNewMemoryCallsTheHook) {
+  SetNewMemoryCarved([] { ++g_new_memory_hook_calls; });
+  Init(SizeMap::ClassIndex(4096));
+  const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl_));
+  std::vector<void*> objs(static_cast<size_t>(per_span));
+  g_new_memory_hook_calls = 0;
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), per_span), per_span);
+  EXPECT_EQ(g_new_memory_hook_calls, 1) << "a fresh heap's first span is new memory";
+  for (void* p : objs) static_cast<char*>(p)[0] = 1;
+  central_->InsertToSpans(objs.data(), per_span);  // no kept budget here: back to the heap
+  EXPECT_EQ(HeapSpans(), 0u);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), per_span), per_span);
+  EXPECT_EQ(g_new_memory_hook_calls, 1) << "the same pages again: resident already";
+  central_->InsertToSpans(objs.data(), per_span);
+  SetNewMemoryCarved(nullptr);
   central_->Verify();
   VerifyHeap();
 }

@@ -151,6 +151,38 @@ TEST_F(PageHeapTest, NewReturnsExactDisjointWritableRuns) {
   EXPECT_EQ(Stats().free_bytes, Stats().system_bytes);
 }
 
+// New reports pages it hands out that the process does not hold yet (fresh from the OS,
+// or released) once, and nothing when it reuses a run that was in use before: the central
+// lists give back their kept empty spans on that news, before the heap grows resident.
+TEST_F(PageHeapTest, NewTellsWhenItCarvesMemoryNotYetResident) {
+  auto carved = [this] {
+    SpinLockHolder h(heap().lock());
+    return heap().TakeNewMemoryCarved();
+  };
+  EXPECT_FALSE(carved()) << "nothing carved yet";
+  Span* a = New(4);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(carved()) << "a fresh heap's first run is new memory";
+  EXPECT_FALSE(carved()) << "the news is taken once";
+  static_cast<char*>(a->start_ptr())[0] = 1;
+  Span* keep = New(1);  // keeps a from merging with the fresh rest once freed
+  ASSERT_NE(keep, nullptr);
+  carved();
+  Delete(a);
+  Span* b = New(4);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->start, a->start) << "the freed run is the best fit";
+  EXPECT_FALSE(carved()) << "a run that was in use before is resident already";
+  Delete(b);
+  EXPECT_GE(Release(uintptr_t{1} << 20), 4u);  // every free run, b's too
+  Span* c = New(4);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(carved()) << "a released run comes back as new memory";
+  Delete(c);
+  Delete(keep);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, CarvingKeepsTheRemainderFree) {
   Span* a = New(1);
   ASSERT_NE(a, nullptr);
