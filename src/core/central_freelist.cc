@@ -187,7 +187,6 @@ void CentralFreeList::Init(uint8_t cl, PageHeap* heap, PageMap* pagemap, bool ch
   division_magic_ = SizeMap::kDivisionMagic[cl];
   // Spans of kKeptSpanMinObjects objects or more (every one-page span is one): a span of a
   // few big objects (32 KiB and up) would pin its pages for a single live object.
-  span_bytes_ = SizeMap::ClassPages(cl) * kPageSize;
   kept_budget_ = bitmap_words_ != 0 && objects_per_span_ >= kKeptSpanMinObjects ? kept_spans : nullptr;
   const int batch = static_cast<int>(SizeMap::NumToMove(cl));
   TCM_CHECK(batch <= kMaxTransferBatch);  // the batch arrays on the stack below rely on it
@@ -665,7 +664,7 @@ int CentralFreeList::TakeFromSpans(int n, Sink sink) {
     if (span->kept) {
       span->kept = false;
       __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
-      kept_budget_->Give(span_bytes_);
+      kept_budget_->Give(KeptSpanBytes());
       ++kept_reused_;
     }
     uint64_t* const bits = span->free_bits;
@@ -1108,7 +1107,7 @@ void CentralFreeList::EndRun(Span* span, uint32_t refcount_before, uint32_t refc
   if (refcount != 0) return;
   // Kept: on nonempty_ as it is, at the front, so the next allocation takes it while its
   // lines are still in this CPU's caches.
-  if (kept_budget_ != nullptr && span->free_bits != nullptr && kept_budget_->Take(span_bytes_)) {
+  if (kept_budget_ != nullptr && span->free_bits != nullptr && kept_budget_->Take(KeptSpanBytes())) {
     span->kept = true;
     __atomic_store_n(&kept_spans_, kept_spans_ + 1, __ATOMIC_RELAXED);
     SpanList::Remove(span);
@@ -1142,9 +1141,9 @@ size_t CentralFreeList::ReleaseKeptSpans(size_t keep) {
       if (s->kept && ++seen > keep) {
         s->kept = false;
         __atomic_store_n(&kept_spans_, kept_spans_ - 1, __ATOMIC_RELAXED);
-        kept_budget_->Give(span_bytes_);
+        kept_budget_->Give(KeptSpanBytes());
         Unlist(s, &to_release);
-        released += span_bytes_;
+        released += KeptSpanBytes();
       }
       s = next;
     }

@@ -259,7 +259,8 @@ class PageHeap {
   // hold yet (never touched since the OS gave them, or released): the heap is about to
   // grow resident. The caller gives back the central lists' kept spans once the lock is
   // dropped, so pages kept empty for one class are reused before the heap grows for
-  // another (central_freelist.h, "Kept spans").
+  // another (central_freelist.h, "Kept spans"). Not reported: untouched pages of a run that
+  // merged with a freed neighbour (the merged run is no longer `fresh`).
   bool TakeNewMemoryCarved() {
     const bool carved = new_memory_unseen_;
     new_memory_unseen_ = false;

@@ -29,11 +29,12 @@ using testing::RawWord;
 
 class CentralFreeListTest : public ::testing::Test {
  protected:
-  void Init(size_t cl) {
+  // kept_spans: the budget its emptied spans may be kept against (nullptr: none kept).
+  void Init(size_t cl, ByteBudget* kept_spans = nullptr) {
     cl_ = cl;
     // CentralFreeList holds a lock and list heads: not assignable, so make a fresh one.
     central_ = std::make_unique<CentralFreeList>();
-    central_->Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap);
+    central_->Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap, true, kept_spans);
   }
 
   // Takes up to n objects; checks the chain start..end holds `got` objects and appends them
@@ -394,9 +395,7 @@ TEST_F(CentralFreeListTest, EmptySpansAreKeptWithinTheBudgetAndReused) {
   const size_t cl = SizeMap::ClassIndex(64);
   ByteBudget budget;
   budget.Init(2 * kPageSize);
-  cl_ = cl;
-  central_ = std::make_unique<CentralFreeList>();
-  central_->Init(static_cast<uint8_t>(cl), &t_->heap, &t_->pagemap, true, &budget);
+  Init(cl, &budget);
   const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl));
   std::vector<void*> objs(static_cast<size_t>(3 * per_span));
   ASSERT_EQ(central_->RemoveBatch(objs.data(), 3 * per_span), 3 * per_span);
@@ -436,9 +435,7 @@ TEST_F(CentralFreeListTest, KeptSpansHoldManyObjectsAndOnlyAsManyAsWereReused) {
   const size_t big = SizeMap::ClassIndex(16384);
   ASSERT_GT(SizeMap::ClassPages(big), 1u);
   ASSERT_LT(SizeMap::ObjectsPerSpan(big), CentralFreeList::kKeptSpanMinObjects);
-  cl_ = big;
-  central_ = std::make_unique<CentralFreeList>();
-  central_->Init(static_cast<uint8_t>(big), &t_->heap, &t_->pagemap, true, &budget);
+  Init(big, &budget);
   std::vector<void*> objs(SizeMap::ObjectsPerSpan(big));
   int n = static_cast<int>(objs.size());
   ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
@@ -450,9 +447,7 @@ TEST_F(CentralFreeListTest, KeptSpansHoldManyObjectsAndOnlyAsManyAsWereReused) {
   const size_t page_sized = SizeMap::ClassIndex(4096);
   ASSERT_GT(SizeMap::ClassPages(page_sized), 1u);
   ASSERT_GE(SizeMap::ObjectsPerSpan(page_sized), CentralFreeList::kKeptSpanMinObjects);
-  cl_ = page_sized;
-  central_ = std::make_unique<CentralFreeList>();
-  central_->Init(static_cast<uint8_t>(page_sized), &t_->heap, &t_->pagemap, true, &budget);
+  Init(page_sized, &budget);
   objs.resize(SizeMap::ObjectsPerSpan(page_sized));
   n = static_cast<int>(objs.size());
   ASSERT_EQ(central_->RemoveBatch(objs.data(), n), n);
@@ -467,9 +462,7 @@ TEST_F(CentralFreeListTest, KeptSpansHoldManyObjectsAndOnlyAsManyAsWereReused) {
   EXPECT_EQ(HeapSpans(), 0u);
   EXPECT_EQ(budget.used(), 0u);
 
-  Init(SizeMap::ClassIndex(256));
-  central_ = std::make_unique<CentralFreeList>();
-  central_->Init(static_cast<uint8_t>(cl_), &t_->heap, &t_->pagemap, true, &budget);
+  Init(SizeMap::ClassIndex(256), &budget);
   const int per_span = static_cast<int>(SizeMap::ObjectsPerSpan(cl_));
   objs.resize(static_cast<size_t>(4 * per_span));
   ASSERT_EQ(central_->RemoveBatch(objs.data(), 4 * per_span), 4 * per_span);
