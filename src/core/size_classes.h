@@ -13,7 +13,8 @@
 // Class 0 is "not a small object" (large spans, free pages, unknown memory).
 //
 // Lookup (ClassIndex) is one table load: the table has one byte per 8-byte step of size up
-// to kMaxSize (32 KiB, read-only and shared), so there is no branch on the size.
+// to kMaxSize (256 KiB: a table of 32 KiB, read-only and shared), so there is no branch on
+// the size.
 #ifndef TCMALLOC_SIZE_CLASSES_H_
 #define TCMALLOC_SIZE_CLASSES_H_
 
