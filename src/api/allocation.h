@@ -14,8 +14,9 @@
 // Per-CPU caches (core/cpu_cache.h): the per-thread path's first compare fails (its limits
 // are 0 in this mode) and branches to the per-CPU path, inlined behind it in the same entry
 // point, which pops from or pushes onto the current CPU's slab inside a restartable
-// sequence: malloc 30 instructions in all, free 35 (with the block-start test), with glibc's rseq area at the offset
-// the build found (else a tail call to the variant that loads it). Keeping the per-thread path first
+// sequence: malloc 30 instructions in all, free 35 (with the block-start test), with
+// glibc's rseq area at the offset the build found (else a tail call to the variant that
+// loads it). Keeping the per-thread path first
 // costs the per-CPU path one compare, and the per-thread path nothing (it is what runs
 // under valgrind, where callgrind counts it). The per-CPU path was a separate function,
 // reached by a second jump: inlining it took the pair loop from 3.6 to 3.4 ns.

@@ -33,9 +33,8 @@
 // that is already the top object: a double free in a row). With the entry checks, the
 // size-class look-up and the sampling countdown, malloc is 30 instructions from the entry
 // point to its return and free 35 (with the block-start test) when glibc's rseq area is at
-// the offset the build found
-// (Pop<true>/Push<true>: the area's fields are constants), one more each when the offset
-// is loaded first (bench/README.md has the measured pair loop).
+// the offset the build found (Pop<true>/Push<true>: the area's fields are constants), one
+// more each when the offset is loaded first (bench/README.md has the measured pair loop).
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by
 // slow paths and maintenance. It is a leaf lock: nothing else is taken under it (objects
 // move to and from the central lists after it is dropped).
