@@ -4,7 +4,8 @@
 // best-fit tree. Each length has two kinds: kNormal (backed by memory) and kReturned
 // (released to the OS with madvise; reused memory faults back in as zeros). A request for
 // n pages takes the smallest run that fits, normal before returned at equal length, and
-// gives the remainder back. Memory comes from the SystemAllocator in >= kMinSystemAlloc
+// gives the remainder back. A request of kMaxPages or more that no run holds alone takes
+// adjacent runs of both kinds together before the heap grows (JoinAcrossKinds). Memory comes from the SystemAllocator in >= kMinSystemAlloc
 // chunks and is never unmapped, so pagemap entries never dangle.
 //
 // Hugepage-aware mode (set_hugepage_aware, on by default in the library unless
@@ -355,6 +356,12 @@ class PageHeap {
   // Merges s (not yet on any list) with free neighbours of the same kind and inserts it.
   void MergeIntoFreeList(Span* s);
   Span* FreeNeighbor(PageId p, Span::Location kind);
+  // The free run of either kind that covers page p, nullptr if none.
+  Span* AnyFreeNeighbor(PageId p);
+  // A free kNormal run holding n pages (from a huge page boundary if huge_aligned) made of
+  // adjacent free runs of both kinds, their released pages in the request turned backed;
+  // nullptr if no such stretch (see the .cc).
+  Span* JoinAcrossKinds(Length n, bool huge_aligned);
   static uint64_t MergedFreeSince(const Span* a, const Span* b);
   // The surplus rule of set_surplus_release, after a Delete().
   void MaybeReleaseSurplus();

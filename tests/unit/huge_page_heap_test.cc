@@ -273,6 +273,34 @@ TEST_F(HugeHeapTest, ReusedReleasedPagesLeaveTheReleasedCount) {
   Check();
 }
 
+// Releasing a freed block's whole huge pages leaves the page it had in its last, partly
+// used one backed; the same request again takes both pieces instead of growing the heap
+// (a program that churns one block of 4 huge pages and a page).
+TEST_F(HugeHeapTest, TheSameLargeRequestReusesItsReleasedHugePagesAndBackedTail) {
+  Span* a = New(4 * kHP + 1);
+  Span* b = New(1);  // keeps the fifth huge page partly used
+  ASSERT_TRUE(a && b);
+  const PageId a_start = a->start;
+  ASSERT_EQ(a_start.index % kHP, 0u);
+  Delete(a);
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_EQ(heap().ReleaseAtLeastNPages(Length{4 * kHP}, /*allow_subrelease=*/false).n, 4 * kHP);
+  }
+  EXPECT_EQ(Huge().released, 4u);
+  const size_t system = heap().stats().system_bytes;
+  Span* again = New(4 * kHP + 1);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->start, a_start);
+  EXPECT_EQ(heap().stats().system_bytes, system);
+  EXPECT_EQ(Huge().released, 0u);
+  EXPECT_EQ(heap().stats().unmapped_bytes, 0u);
+  Check();
+  Delete(again);
+  Delete(b);
+  Check();
+}
+
 TEST_F(HugeHeapTest, AdvisesPastTheThresholdAndCollapsesTheEarlyUnits) {
   // Below the threshold nothing is advised (a small program stays on small pages).
   std::vector<Span*> spans;

@@ -394,6 +394,66 @@ TEST_F(PageHeapTest, ReleasedRunsMergeOnlyWithReleasedRunsAndAreReused) {
   CheckHeap();
 }
 
+// Runs of the two kinds do not merge, but a request longer than each takes them together
+// before the heap grows (PageHeap::JoinAcrossKinds): the released pages it covers become
+// backed, the rest stay released.
+TEST_F(PageHeapTest, ALargeRequestTakesAdjacentRunsOfBothKindsBeforeGrowing) {
+  Span* whole = New(700);
+  ASSERT_NE(whole, nullptr);
+  Delete(whole);
+  Span* a = New(200);
+  Span* b = New(200);
+  Span* c = New(200);
+  Span* d = New(100);
+  ASSERT_TRUE(a && b && c && d);
+  const PageId a_start = a->start;
+  const size_t system = Stats().system_bytes;
+  Delete(b);
+  EXPECT_EQ(Release(200), 200u);
+  Delete(a);
+  Delete(c);
+  ASSERT_EQ(FreeRuns(), (std::vector<FreeRun>{{a_start.index, 200, Span::kNormal},
+                                              {a_start.index + 200, 200, Span::kReturned},
+                                              {a_start.index + 400, 200, Span::kNormal}}));
+  {
+    SpinLockHolder h(heap().lock());
+    (void)heap().TakeNewMemoryCarved();
+  }
+  Span* x = New(500);
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->start, a_start);
+  EXPECT_EQ(Stats().system_bytes, system);
+  EXPECT_EQ(Stats().unmapped_bytes, 0u);
+  EXPECT_FALSE(x->fresh);  // backed pages inside: calloc must clear them
+  {
+    SpinLockHolder h(heap().lock());
+    EXPECT_TRUE(heap().TakeNewMemoryCarved());  // the released pages come back resident
+  }
+  memset(x->start_ptr(), 0x5A, x->length.bytes());
+  EXPECT_EQ(FreeRuns(), (std::vector<FreeRun>{{a_start.index + 500, 100, Span::kNormal}}));
+  CheckHeap();
+
+  // Only the released pages the request covers turn backed: N(400) R(300), 500 asked.
+  Delete(x);
+  Delete(d);
+  EXPECT_EQ(Release(1), 700u);
+  Span* y = New(400);
+  ASSERT_NE(y, nullptr);
+  ASSERT_EQ(y->start, a_start);
+  Delete(y);
+  ASSERT_EQ(FreeRuns(), (std::vector<FreeRun>{{a_start.index, 400, Span::kNormal},
+                                              {a_start.index + 400, 300, Span::kReturned}}));
+  Span* z = New(500);
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(z->start, a_start);
+  EXPECT_EQ(Stats().system_bytes, system);
+  EXPECT_EQ(Stats().unmapped_bytes, 200 * kPageSize);
+  EXPECT_EQ(FreeRuns(), (std::vector<FreeRun>{{a_start.index + 500, 200, Span::kReturned}}));
+  CheckHeap();
+  Delete(z);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, NormalRunsArePreferredOverReturnedOnes) {
   const uintptr_t chunk_pages = kMinSystemAlloc / kPageSize;
   Span* whole = New(chunk_pages);
