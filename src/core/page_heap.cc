@@ -231,7 +231,12 @@ Span* PageHeap::JoinAcrossKinds(Length n, bool huge_aligned) {
       // A released run across either end is cut there: the pages outside stay released.
       const PageId cut = p < take ? take : end;
       if (s->end() > cut) {
-        if (!SplitHead(s, Length{cut.index - p.index})) return nullptr;
+        if (!SplitHead(s, Length{cut.index - p.index})) {
+          // Out of span records: rejoin a piece an earlier cut left beside it, and grow.
+          RemoveFree(s);
+          MergeIntoFreeList(s);
+          return nullptr;
+        }
         s = AnyFreeNeighbor(p);  // the head, up to the cut
       }
       if (p >= take) {
