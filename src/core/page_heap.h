@@ -5,8 +5,9 @@
 // (released to the OS with madvise; reused memory faults back in as zeros). A request for
 // n pages takes the smallest run that fits, normal before returned at equal length, and
 // gives the remainder back. A request of kMaxPages or more that no run holds alone takes
-// adjacent runs of both kinds together before the heap grows (JoinAcrossKinds). Memory comes from the SystemAllocator in >= kMinSystemAlloc
-// chunks and is never unmapped, so pagemap entries never dangle.
+// adjacent runs of both kinds together before the heap grows (JoinAcrossKinds). Memory
+// comes from the SystemAllocator in >= kMinSystemAlloc chunks and is never unmapped, so
+// pagemap entries never dangle.
 //
 // Hugepage-aware mode (set_hugepage_aware, on by default in the library unless
 // TCMALLOC_HUGEPAGES=0 or THP is unavailable): the heap grows in 2 MiB-aligned units of whole
