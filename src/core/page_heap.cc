@@ -201,10 +201,10 @@ Span* PageHeap::AnyFreeNeighbor(PageId p) {
 // touched: counted as reused, like a released run carved, for the hugepage tracker and the
 // surplus rule's cycle detection) and merge with their backed neighbours into one run, which
 // the caller carves. Only for requests the best-fit tree serves, walking the tree's runs
-// (the heap is about to grow, a system call at least); not under a heap limit, where reuse
-// of released pages must first make room (New's MakeRoom), so the heap grows as before.
+// (the heap is about to grow, a system call at least). Under a heap limit only when the
+// released pages it maps again fit within the limit as they are.
 Span* PageHeap::JoinAcrossKinds(Length n, bool huge_aligned) {
-  if (n.n < kMaxPages || limit_ != 0) return nullptr;
+  if (n.n < kMaxPages) return nullptr;
   uintptr_t best_pages = UINTPTR_MAX;
   PageId lo_best{0}, take{0};
   auto consider = [&](Span* s) {
@@ -222,6 +222,22 @@ Span* PageHeap::JoinAcrossKinds(Length n, bool huge_aligned) {
   large_returned_.ForEach(consider);
   if (best_pages == UINTPTR_MAX) return nullptr;
   const PageId end = take + n;
+  if (limit_ != 0) {
+    // The released pages taken are mapped again: within the limit, or not at all (making
+    // room would release and merge runs under the stretch; the heap's growth then asks).
+    size_t released = 0;
+    for (PageId p = lo_best; p < end;) {
+      Span* s = AnyFreeNeighbor(p);
+      if (s == nullptr || s->start != p) return nullptr;
+      if (s->location == Span::kReturned) {
+        const uintptr_t from = s->start.index > take.index ? s->start.index : take.index;
+        const uintptr_t to = s->end().index < end.index ? s->end().index : end.index;
+        if (to > from) released += (to - from) << kPageShift;
+      }
+      p = s->end();
+    }
+    if (stats_.system_bytes - stats_.unmapped_bytes + released > limit_) return nullptr;
+  }
   // Walked run by run from the stretch's start: the pagemap knows the first and last page
   // of a free run, not the pages inside it.
   for (PageId p = lo_best; p < end;) {

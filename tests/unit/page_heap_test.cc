@@ -639,6 +639,44 @@ TEST_F(PageHeapLimitTest, ReusingReleasedRunsRespectsTheLimit) {
   CheckHeap();
 }
 
+// The join maps released pages again: under a limit it happens when they fit (no growth,
+// the limit kept), and not when they do not (the heap's usual answer then: make room, grow
+// or fail within the limit).
+TEST_F(PageHeapTest, AJoinOfBothKindsMapsReleasedPagesOnlyWithinTheLimit) {
+  // 4 MiB: the join's 400 pages (3.125 MiB) fit. 3 MiB: they do not, nor does growth.
+  for (const size_t limit : {4 * kMinSystemAlloc, 3 * kMinSystemAlloc}) {
+    t_ = testing::TestHeap::Make();
+    in_use_pages_ = in_use_spans_ = 0;
+    Span* whole = New(400);
+    ASSERT_NE(whole, nullptr);
+    Delete(whole);
+    Span* a = New(200);
+    Span* b = New(200);
+    ASSERT_TRUE(a && b);
+    const PageId a_start = a->start;
+    Delete(b);
+    EXPECT_EQ(Release(200), 200u);
+    Delete(a);  // N(200) R(200): 1.56 MiB mapped
+    {
+      SpinLockHolder h(heap().lock());
+      heap().set_limit(limit);
+    }
+    const size_t system = Stats().system_bytes;
+    Span* x = New(400);
+    EXPECT_LE(Stats().system_bytes - Stats().unmapped_bytes, limit) << limit;
+    if (limit == 4 * kMinSystemAlloc) {
+      // Without the join: a's backed run released to make room, the heap grown by 400.
+      ASSERT_NE(x, nullptr);
+      EXPECT_EQ(x->start, a_start);
+      EXPECT_EQ(Stats().system_bytes, system);
+    } else {
+      EXPECT_EQ(x, nullptr);
+    }
+    if (x != nullptr) Delete(x);
+    CheckHeap();
+  }
+}
+
 TEST_F(PageHeapLimitTest, ReusingAReleasedRunReleasesNormalRunsToMakeRoom) {
   SetUpLayout();
   Delete(c_);  // 200 pages free (normal): mapped stays 2.5625 MiB
