@@ -182,16 +182,21 @@ class PageHeap {
   // Releases free kNormal runs to the OS until at least n pages were released or none are
   // left; returns the pages released. Largest runs go first (fewest syscalls per page).
   // Hugepage-aware: whole free huge pages first; runs inside partly used huge pages only
-  // if allow_subrelease. Given `pass` (when a maintenance pass began: the clock and the
-  // count of frees), a run freed before the pass but in the clock's last tick is left
-  // alone: that is a block the program frees and takes back between two calls, whatever
-  // its size. Runs freed during the pass (free_seq past pass->frees) and older ones go;
-  // untouched (fresh) runs do not (no memory to give back).
+  // if allow_subrelease. Given `pass` (when a maintenance pass began: the clock, the
+  // count of frees, and min_age), a run freed before the pass is left alone unless it has
+  // been free for more than min_age (and at least since before the clock's last tick): a
+  // recent one is a block the program frees and takes back between two calls, whatever
+  // its size. The clock's tick alone was not enough: a program preempted between its free
+  // and its next malloc (a loaded machine) spans a tick often, and a 4 MiB block in a loop
+  // was released and faulted back in about one run in fifteen of the churn test under
+  // load. Runs freed during the pass (free_seq past pass->frees) go; untouched (fresh)
+  // runs do not (no memory to give back).
   struct PassStart {
     uint64_t time;
     uint64_t frees;
+    uint64_t min_age;
   };
-  PassStart pass_start() const { return {Now(), frees_}; }
+  PassStart pass_start(uint64_t min_age = 0) const { return {Now(), frees_, min_age}; }
   Length ReleaseAtLeastNPages(Length n, bool allow_subrelease = true, const PassStart* pass = nullptr);
 
   // Releases kNormal free runs, other than untouched (fresh) ones, that have been free

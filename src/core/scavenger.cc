@@ -74,7 +74,7 @@ size_t Scavenger::Maintain(uint64_t now, bool on_program_thread) {
     SpinLockHolder h(heap_->lock());
     heap_->set_clock(now);  // the pass's time, for the runs it frees and pass_start (unit tests' clock)
     free_before = heap_->stats().free_bytes;
-    pass_start = heap_->pass_start();
+    pass_start = heap_->pass_start(kRecentRunAge);
   }
   // Front end first: what it drains lands in the transfer caches and spans below.
   size_t from_front = shrink_idle_front_end_ != nullptr ? shrink_idle_front_end_(now) : 0;
@@ -105,10 +105,11 @@ size_t Scavenger::Maintain(uint64_t now, bool on_program_thread) {
     // Whole huge pages only: breaking one for a few spans' worth, while a 256 MiB heap was
     // being built, split 16 MiB of huge pages (coverage 87-91% in about one run of five).
     // Breaking is ReleaseIdle's, when free memory is large and idle.
-    // Not runs freed just before the pass (in the coarse clock's last tick): the largest
-    // run was, as often as not, a block the program frees and reallocates between two
-    // calls (a 4 MiB block in a loop, released every few hundred iterations and faulted
-    // back in: 1 fault a 4 KiB page per iteration on average).
+    // Not runs freed within kRecentRunAge before the pass: the largest run was, as often
+    // as not, a block the program frees and reallocates between two calls (a 4 MiB block
+    // in a loop, released every few hundred iterations and faulted back in: 1 fault a 4
+    // KiB page per iteration on average; with only the coarse clock's last tick as the
+    // bound, still once in about fifteen runs of the churn test on a loaded machine).
     if (idle != 0 && from_front > released)
       released +=
           heap_->ReleaseAtLeastNPages(Length::FromBytesRoundUp(from_front - released), false, &pass_start).bytes();

@@ -50,6 +50,9 @@ class Scavenger {
  public:
   static constexpr uint64_t kTickInterval = 100'000'000;   // ns
   static constexpr uint64_t kBaseIdleTime = 500'000'000;   // ns, at release rate 1.0
+  // A pass that gives the OS as much as the front end gave back leaves runs freed this
+  // recently alone (PageHeap::PassStart): a block the program frees and reallocates.
+  static constexpr uint64_t kRecentRunAge = kTickInterval;
   static constexpr uint32_t kCallsPerClockRead = 64;
   // Ranges of huge pages collapsed per pass (the hugepage-aware heap's early units).
   static constexpr size_t kMaxCollapsePerPass = 64;

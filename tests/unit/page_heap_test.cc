@@ -791,6 +791,43 @@ TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
   CheckHeap();
 }
 
+TEST_F(PageHeapTest, APassLeavesRunsFreedWithinItsMinimumAge) {
+  // A loaded machine preempts a program between its free and its next malloc: the coarse
+  // clock ticks in between, and a block the program takes back at once looked old enough.
+  // With min_age, only runs free for longer than that go (and what the pass itself frees).
+  SetClock(1000);
+  const std::vector<Span*> runs = NewSeparatedRuns({8, 64, 2});
+  ASSERT_EQ(runs.size(), 6u);
+  Span *old_run = runs[0], *block = runs[2], *given_back = runs[4];
+  const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
+                  given_start = given_back->start.index;
+  Delete(old_run);  // free for 500 at the pass
+  SetClock(1400);
+  Delete(block);  // free for 100: ticks ago, but within the minimum age
+  SetClock(1500);
+  PageHeap::PassStart pass;
+  {
+    SpinLockHolder h(heap().lock());
+    pass = heap().pass_start(200);
+  }
+  Delete(given_back);  // during the pass
+  {
+    SpinLockHolder h(heap().lock());
+    heap().ReleaseAtLeastNPages(Length{1000}, true, &pass);
+  }
+  auto location_at = [&](uintptr_t start) {
+    for (const FreeRun& r : FreeRuns())
+      if (r.start <= start && start < r.start + r.pages) return r.location;
+    return Span::kInUse;
+  };
+  EXPECT_EQ(location_at(block_start), Span::kNormal) << "a run free for less than min_age was released";
+  EXPECT_EQ(location_at(old_start), Span::kReturned);
+  EXPECT_EQ(location_at(given_start), Span::kReturned) << "what the pass freed was kept";
+  CheckHeap();
+  for (Span* s : {runs[1], runs[3], runs[5]}) Delete(s);
+  CheckHeap();
+}
+
 TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
   constexpr uintptr_t kMiB = (1 << 20) / kPageSize;
   constexpr size_t kReserve = PageHeap::kSurplusReserve;

@@ -99,13 +99,20 @@ TEST_F(ScavengerTest, RateZeroNeverReleasesAndTurnsTheSurplusRuleOff) {
 }
 
 // What the front end gave back sat in an idle cache: the spans it emptied are stamped free
-// now, yet as many bytes go to the OS in the same pass, not an idle time later.
+// now, yet as many bytes go to the OS in the same pass, not an idle time later: from runs
+// free for more than kRecentRunAge, not from one the program freed just before the pass
+// (a block it takes back at its next call).
 TEST_F(ScavengerTest, WhatTheFrontEndGaveBackIsReleasedInTheSamePass) {
   const uint64_t t0 = 10 * kSecond;
   scavenger_->Maintain(t0);
-  Delete(New(8));  // free since t0: not idle at t0 + 1
+  Delete(New(8));  // free since t0: not idle (kBaseIdleTime) at the passes below
   g_front_end_returns = 8 * kPageSize;
-  EXPECT_GE(scavenger_->Maintain(t0 + 1), 8 * kPageSize);
+  EXPECT_EQ(scavenger_->Maintain(t0 + 1), 0u) << "a run freed just before the pass";
+  EXPECT_EQ(Stats().unmapped_bytes, 0u);
+  g_front_end_returns = 8 * kPageSize;
+  EXPECT_EQ(scavenger_->Maintain(t0 + Scavenger::kRecentRunAge), 0u) << "a run free for kRecentRunAge exactly";
+  g_front_end_returns = 8 * kPageSize;
+  EXPECT_GE(scavenger_->Maintain(t0 + Scavenger::kRecentRunAge + Scavenger::kTickInterval), 8 * kPageSize);
   EXPECT_GE(Stats().unmapped_bytes, 8 * kPageSize);
 }
 
