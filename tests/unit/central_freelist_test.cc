@@ -959,6 +959,23 @@ TEST_F(CentralFreeListTest, OwnObjectsInFallingOrderGoBackInOnePass) {
   central_->Verify();
 }
 
+// An array into a list span (8-byte objects) with a bad block in the middle: a block never
+// carved (free already) and an interior pointer are named, as at a run's start.
+TEST_F(CentralFreeListDeathTest, ListSpanRunRefusesUncarvedAndInteriorBlocks) {
+  Init(SizeMap::ClassIndex(8));
+  std::vector<void*> objs(20);
+  ASSERT_EQ(central_->RemoveBatch(objs.data(), 20), 20);  // the first 20 blocks of a fresh span
+  std::vector<void*> bad = objs;
+  bad[10] = static_cast<char*>(objs[19]) + 8 * 100;  // same span, never carved
+  EXPECT_DEATH(central_->InsertToSpans(bad.data(), 20),
+               "invalid pointer 0x[0-9a-f]+ \\(double free: the block is already free in its span");
+  bad = objs;
+  bad[10] = static_cast<char*>(objs[10]) + 4;
+  EXPECT_DEATH(central_->InsertToSpans(bad.data(), 20), "invalid pointer 0x[0-9a-f]+ \\(4 bytes into a block");
+  central_->InsertToSpans(objs.data(), 20);  // the real ones are accepted
+  EXPECT_EQ(central_->num_spans(), 0u);
+}
+
 // A block already free in its span in the middle of a run of InsertToSpans (a drained cache
 // holding a block the program freed twice): the bit test inside the run finds it, whether
 // it went back earlier or earlier in the same run.
