@@ -24,6 +24,11 @@ struct FreeRun {
   friend bool operator==(const FreeRun&, const FreeRun&) = default;
 };
 
+// Where three runs are after a pass's release (PageHeapTest::PassAfterFrees).
+struct PassOutcome {
+  Span::Location old_run, block, given_back;
+};
+
 class PageHeapTest : public ::testing::Test {
  protected:
   // Every PageHeap call needs the heap lock; these wrappers take it and keep the test's own
@@ -83,6 +88,42 @@ class PageHeapTest : public ::testing::Test {
     std::sort(runs.begin(), runs.end(),
               [](const FreeRun& a, const FreeRun& b) { return a.start < b.start; });
     return runs;
+  }
+  // The scavenger's "as much as the front end gave back" (ReleaseAtLeastNPages with a
+  // PassStart): three separated runs, one freed at old_at, one (the program's block) at
+  // block_at, one during the pass, which starts at pass_at with min_age; where each is
+  // afterwards.
+  PassOutcome PassAfterFrees(uint64_t old_at, uint64_t block_at, uint64_t pass_at, uint64_t min_age) {
+    SetClock(old_at);
+    const std::vector<Span*> runs = NewSeparatedRuns({8, 64, 2});
+    EXPECT_EQ(runs.size(), 6u);
+    if (runs.size() != 6) return {};
+    const uintptr_t old_start = runs[0]->start.index, block_start = runs[2]->start.index,
+                    given_start = runs[4]->start.index;
+    Delete(runs[0]);
+    SetClock(block_at);
+    Delete(runs[2]);
+    SetClock(pass_at);
+    PageHeap::PassStart pass;
+    {
+      SpinLockHolder h(heap().lock());
+      pass = heap().pass_start(min_age);
+    }
+    Delete(runs[4]);  // during the pass
+    {
+      SpinLockHolder h(heap().lock());
+      heap().ReleaseAtLeastNPages(Length{1000}, true, &pass);
+    }
+    auto location_at = [&](uintptr_t start) {
+      for (const FreeRun& r : FreeRuns())
+        if (r.start <= start && start < r.start + r.pages) return r.location;
+      return Span::kInUse;
+    };
+    const PassOutcome outcome{location_at(old_start), location_at(block_start), location_at(given_start)};
+    CheckHeap();
+    for (Span* s : {runs[1], runs[3], runs[5]}) Delete(s);
+    CheckHeap();
+    return outcome;
   }
   // Verify() crashes on a broken invariant; the identity and span count are checked here.
   void CheckHeap() {
@@ -757,75 +798,22 @@ TEST_F(PageHeapTest, IdleReleaseLeavesUntouchedRuns) {
 }
 
 TEST_F(PageHeapTest, APassLeavesARunFreedJustBeforeItButTakesWhatItFreed) {
-  // The scavenger's "as much as the front end gave back": runs freed before the pass in
-  // the clock's last tick are a block the program frees and takes back between calls.
-  SetClock(1000);
-  const std::vector<Span*> runs = NewSeparatedRuns({8, 64, 2});
-  ASSERT_EQ(runs.size(), 6u);
-  Span *old_run = runs[0], *block = runs[2], *given_back = runs[4];
-  const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
-                  given_start = given_back->start.index;
-  Delete(old_run);
-  SetClock(2000);
-  Delete(block);  // the program's, just before the pass
-  PageHeap::PassStart pass;
-  {
-    SpinLockHolder h(heap().lock());
-    pass = heap().pass_start();
-  }
-  Delete(given_back);  // during the pass, in the same tick
-  {
-    SpinLockHolder h(heap().lock());
-    heap().ReleaseAtLeastNPages(Length{1000}, true, &pass);
-  }
-  auto location_at = [&](uintptr_t start) {
-    for (const FreeRun& r : FreeRuns())
-      if (r.start <= start && start < r.start + r.pages) return r.location;
-    return Span::kInUse;
-  };
-  EXPECT_EQ(location_at(block_start), Span::kNormal) << "the block freed just before the pass was released";
-  EXPECT_EQ(location_at(old_start), Span::kReturned);
-  EXPECT_EQ(location_at(given_start), Span::kReturned) << "what the pass freed was kept";
-  CheckHeap();
-  for (Span* s : {runs[1], runs[3], runs[5]}) Delete(s);
-  CheckHeap();
+  // Runs freed before the pass in the clock's last tick are a block the program frees and
+  // takes back between calls.
+  const PassOutcome o = PassAfterFrees(1000, 2000, 2000, 0);
+  EXPECT_EQ(o.block, Span::kNormal) << "the block freed just before the pass was released";
+  EXPECT_EQ(o.old_run, Span::kReturned);
+  EXPECT_EQ(o.given_back, Span::kReturned) << "what the pass freed was kept";
 }
 
 TEST_F(PageHeapTest, APassLeavesRunsFreedWithinItsMinimumAge) {
   // A loaded machine preempts a program between its free and its next malloc: the coarse
   // clock ticks in between, and a block the program takes back at once looked old enough.
   // With min_age, only runs free for longer than that go (and what the pass itself frees).
-  SetClock(1000);
-  const std::vector<Span*> runs = NewSeparatedRuns({8, 64, 2});
-  ASSERT_EQ(runs.size(), 6u);
-  Span *old_run = runs[0], *block = runs[2], *given_back = runs[4];
-  const uintptr_t old_start = old_run->start.index, block_start = block->start.index,
-                  given_start = given_back->start.index;
-  Delete(old_run);  // free for 500 at the pass
-  SetClock(1400);
-  Delete(block);  // free for 100: ticks ago, but within the minimum age
-  SetClock(1500);
-  PageHeap::PassStart pass;
-  {
-    SpinLockHolder h(heap().lock());
-    pass = heap().pass_start(200);
-  }
-  Delete(given_back);  // during the pass
-  {
-    SpinLockHolder h(heap().lock());
-    heap().ReleaseAtLeastNPages(Length{1000}, true, &pass);
-  }
-  auto location_at = [&](uintptr_t start) {
-    for (const FreeRun& r : FreeRuns())
-      if (r.start <= start && start < r.start + r.pages) return r.location;
-    return Span::kInUse;
-  };
-  EXPECT_EQ(location_at(block_start), Span::kNormal) << "a run free for less than min_age was released";
-  EXPECT_EQ(location_at(old_start), Span::kReturned);
-  EXPECT_EQ(location_at(given_start), Span::kReturned) << "what the pass freed was kept";
-  CheckHeap();
-  for (Span* s : {runs[1], runs[3], runs[5]}) Delete(s);
-  CheckHeap();
+  const PassOutcome o = PassAfterFrees(1000, 1400, 1500, 200);
+  EXPECT_EQ(o.block, Span::kNormal) << "a run free for less than min_age was released";
+  EXPECT_EQ(o.old_run, Span::kReturned);
+  EXPECT_EQ(o.given_back, Span::kReturned) << "what the pass freed was kept";
 }
 
 TEST_F(PageHeapTest, SurplusBeyondTheReserveIsReleasedTheMomentItIsFreed) {
