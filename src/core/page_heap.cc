@@ -850,8 +850,7 @@ Length PageHeap::ReleaseAtLeastNPages(Length n, bool allow_subrelease, const Pas
   // For a pass, untouched runs are not what it is after either: they hold no memory.
   auto old_enough = [pass](const Span* s) {
     return pass == nullptr ||
-           (!s->fresh && (s->free_seq > pass->frees ||
-                          (s->free_since < pass->time && pass->time - s->free_since > pass->min_age)));
+           (!s->fresh && (s->free_seq > pass->frees || s->free_since + pass->min_age < pass->time));
   };
   if (huge_aware_) {
     // Whole free huge pages first: runs holding one are >= 256 pages, so in the tree.

@@ -184,7 +184,7 @@ class PageHeap {
   // Hugepage-aware: whole free huge pages first; runs inside partly used huge pages only
   // if allow_subrelease. Given `pass` (when a maintenance pass began: the clock, the
   // count of frees, and min_age), a run freed before the pass is left alone unless it has
-  // been free for more than min_age (and at least since before the clock's last tick): a
+  // been free for more than min_age (0: since before the clock's last tick): a
   // recent one is a block the program frees and takes back between two calls, whatever
   // its size. The clock's tick alone was not enough: a program preempted between its free
   // and its next malloc (a loaded machine) spans a tick often, and a 4 MiB block in a loop
