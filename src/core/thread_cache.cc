@@ -39,6 +39,7 @@ void* ThreadCache::FetchFromCentral(size_t cl) {
   CentralFreeList& central = Central(cl);
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
+  l.lowater = 0;  // the list ran empty (malloc's pop does not keep the mark: LowWater)
   if (refills_[cl] < kTransferWindow) ++refills_[cl];
   // Slow start: grow by one up to a batch, then by whole batches.
   if (l.max_length < batch) {
@@ -72,6 +73,7 @@ void ThreadCache::ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_sp
 void ThreadCache::PushSlow(void* p, size_t cl) {
   ApplyThefts();
   FreeList l = list(cl);
+  if (l.length < l.lowater) l.lowater = l.length;  // as free's fast path does before a push
   SetLink(p, l.head);
   l.head = p;
   ++l.length;
@@ -144,7 +146,7 @@ void ThreadCache::Scavenge() {
   ApplyThefts();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     FreeList l = list(cl);
-    const uint32_t lowater = l.lowater;
+    const uint32_t lowater = LowWater(cl);
     if (lowater > 0) {
       // L objects were never needed since the last collection; give back half of them.
       ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1, false, AllocatesToo(cl));

@@ -74,6 +74,9 @@ class ThreadCache {
     void*& head;
     uint32_t& length;
     uint32_t& max_length;  // 0 for class 0 and for the empty cache: every free takes the slow path
+    // The lowest length seen before a push since the last collection (free's fast path
+    // and the slow paths keep it; malloc's pop does not): the list's low-water mark is
+    // this or the length now, whichever is lower (LowWater).
     uint32_t& lowater;
     uint32_t& overages;
     uint32_t& object_size;
@@ -105,6 +108,11 @@ class ThreadCache {
   size_t max_size() const {
     return __atomic_load_n(&max_size_, __ATOMIC_RELAXED) - stolen_.load(std::memory_order_relaxed);
   }
+  // The design's low-water mark L of class cl's list: its lowest length since the last
+  // collection. A length lower than every later one is followed by a push (a pop would go
+  // lower still) unless it is the length now, so the mark is the lowest length seen before
+  // a push, or the length now.
+  uint32_t LowWater(size_t cl) const { return lowaters_[cl] < lengths_[cl] ? lowaters_[cl] : lengths_[cl]; }
   FreeList list(size_t cl) {
     return {heads_[cl], lengths_[cl], max_lengths_[cl], lowaters_[cl], overages_[cl], object_sizes_[cl]};
   }

@@ -361,14 +361,16 @@ class Callgrind(ProfilerCase):
     tests that it was given a block's first byte (five instructions: lea, sub, the
     multiplication by the class's reciprocal, a compare and its branch; PageMap::IsBlockStart;
     per-CPU mode, which valgrind cannot run, pays three, as the test replaces its class-0
-    branch).
+    branch), and 62.3 since free's push keeps the list's low-water mark where malloc's pop
+    did (the pop is one decrement in memory; ThreadCache::LowWater).
     Issue 11 asked for at most 60.4, the per-thread path's count before per-CPU caches landed;
-    an interior free caught at once was chosen over those five (README, misuse table); a
-    -DTCMALLOC_HARDENED=OFF build, which compiles the test and the link encoding out, counts
-    57.3. The bound is the count now (64.3 in both libraries) with less than one instruction
-    of room, so any further instruction a pair fails it."""
+    an interior free caught at once was chosen over the block-start test's five (README,
+    misuse table); a -DTCMALLOC_HARDENED=OFF build, which compiles the test and the link
+    encoding out, counts 57.3 (59.3 before the low-water change). The bound is the count now
+    (62.3 in both libraries) with less than one instruction of room, so any further
+    instruction a pair fails it."""
 
-    BOUND = 65.0
+    BOUND = 63.0
     N1, N2 = 100_000, 1_100_000
 
     # An in-place realloc (40 <-> 48 bytes, one class), loop included: 40 (12 of them the

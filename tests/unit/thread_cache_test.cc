@@ -65,15 +65,14 @@ class ThreadCacheTest : public ::testing::Test {
     return tc;
   }
 
-  // What malloc's fast path does on a hit: pop and lower the low-water mark (it does no
-  // byte accounting; frees and refills use up room_, and CheckSize() makes it exact).
+  // What malloc's fast path does on a hit: pop and count (no byte accounting: frees and
+  // refills use up room_, and CheckSize() makes it exact; no low-water mark: frees keep it).
   static void* Pop(ThreadCache* tc, size_t cl) {
     ThreadCache::FreeList l = tc->list(cl);
     void* r = l.head;
     if (r == nullptr) return nullptr;
     l.head = NextOf(r);
-    const uint32_t length = --l.length;
-    if (length < l.lowater) l.lowater = length;
+    --l.length;
     return r;
   }
   // malloc's view: pop, or refill on a miss.
@@ -89,6 +88,7 @@ class ThreadCacheTest : public ::testing::Test {
       tc->PushSlow(p, cl);
       return;
     }
+    if (l.length < l.lowater) l.lowater = l.length;
     NextOf(p) = l.head;
     l.head = p;
     ++l.length;
@@ -161,7 +161,7 @@ TEST_F(ThreadCacheTest, RefillsFollowTheSlowStartTrajectory) {
   // No object was handed out twice.
   std::sort(held.begin(), held.end());
   EXPECT_EQ(std::adjacent_find(held.begin(), held.end()), held.end());
-  EXPECT_EQ(tc->list(cl).lowater, 0u);
+  EXPECT_EQ(tc->LowWater(cl), 0u);
 }
 
 TEST_F(ThreadCacheTest, OverflowReleasesABatchAndShrinksPersistentOverflow) {
@@ -237,18 +237,18 @@ TEST_F(ThreadCacheTest, ScavengeMovesHalfTheLowWaterMark) {
   tc->Scavenge();
   EXPECT_EQ(tc->list(cl).length, 80u);
   EXPECT_EQ(tc->list(cl).max_length, 3 * batch);
-  EXPECT_EQ(tc->list(cl).lowater, 80u);
+  EXPECT_EQ(tc->LowWater(cl), 80u);
 
   // 30 allocations, 10 frees: the list never went below 50 since that collection.
   std::vector<void*> popped;
   for (int i = 0; i < 30; ++i) popped.push_back(Pop(tc, cl));
   for (int i = 0; i < 10; ++i) tc->PushSlow(popped[static_cast<size_t>(i)], cl);
   ASSERT_EQ(tc->list(cl).length, 60u);
-  ASSERT_EQ(tc->list(cl).lowater, 50u);
+  ASSERT_EQ(tc->LowWater(cl), 50u);
   tc->Scavenge();
   EXPECT_EQ(tc->list(cl).length, 60u - 25u);              // L/2 = 25 objects moved
   EXPECT_EQ(tc->list(cl).max_length, 2 * batch);          // shrunk by a batch
-  EXPECT_EQ(tc->list(cl).lowater, 35u);                   // reset to the length
+  EXPECT_EQ(tc->LowWater(cl), 35u);                   // reset to the length
   ExpectSizeMatchesLists(tc);
 
   // An idle list keeps halving, max_length converges on one batch, and it ends empty.
@@ -285,7 +285,7 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   tc->PushSlow(held[4], cl);
   // Collection: nothing to move (low-water mark 0); no budget to grow by.
   EXPECT_EQ(tc->list(cl).length, 5u);
-  EXPECT_EQ(tc->list(cl).lowater, 5u);
+  EXPECT_EQ(tc->LowWater(cl), 5u);
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
   ExpectSizeMatchesLists(tc);
 }
@@ -294,6 +294,7 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   static void FastFree(ThreadCache* tc, size_t cl, void* p) {
     ThreadCache::FreeList l = tc->list(cl);
     if (l.length >= l.max_length) return tc->PushSlow(p, cl);
+    if (l.length < l.lowater) l.lowater = l.length;
     NextOf(p) = l.head;
     l.head = p;
     ++l.length;
@@ -513,7 +514,7 @@ TEST_F(ThreadCacheTest, ReleaseAllEmptiesEveryList) {
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
     EXPECT_EQ(tc->list(cl).length, 0u) << cl;
     EXPECT_EQ(tc->list(cl).head, nullptr) << cl;
-    EXPECT_EQ(tc->list(cl).lowater, 0u) << cl;
+    EXPECT_EQ(tc->LowWater(cl), 0u) << cl;
   }
   EXPECT_EQ(tc->size(), 0u);
   for (size_t cl = 1; cl < kNumClasses; ++cl) central_[cl].Verify();
