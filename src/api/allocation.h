@@ -260,11 +260,9 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, tc->object_sizes_[cl]);
   }
-  // The list's low-water mark since the last collection: a length below every later one
-  // is followed by a push (a pop would go lower), so the lowest length seen before a push,
-  // or the length now, is it (ThreadCache::LowWater). Kept here, where the length is in a
-  // register already, malloc's pop is one decrement in memory: callgrind 64.3 -> 62.3
-  // instructions a per-thread 32-byte pair.
+  // The low-water mark is kept here, where the length is in a register already (why the
+  // lowest length a push sees is the mark: ThreadCache::LowWater); malloc's pop is then one
+  // decrement in memory: callgrind 64.3 -> 62.3 instructions a per-thread 32-byte pair.
   if (TCM_UNLIKELY(length < tc->lowaters_[cl])) tc->lowaters_[cl] = length;
   SetLink(p, tc->heads_[cl]);  // encoded (freelist_link.h)
   tc->heads_[cl] = p;

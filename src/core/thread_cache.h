@@ -74,9 +74,8 @@ class ThreadCache {
     void*& head;
     uint32_t& length;
     uint32_t& max_length;  // 0 for class 0 and for the empty cache: every free takes the slow path
-    // The lowest length seen before a push since the last collection (free's fast path
-    // and the slow paths keep it; malloc's pop does not): the list's low-water mark is
-    // this or the length now, whichever is lower (LowWater).
+    // The lowest length a push saw since the last collection (LowWater says why that is
+    // enough; malloc's pop does not keep it).
     uint32_t& lowater;
     uint32_t& overages;
     uint32_t& object_size;
