@@ -552,9 +552,9 @@ void DeallocateSlow(void* p) noexcept {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   // Before initialisation nothing is ours (and the class map is not set up yet).
   if ((addr >> kAddressBits) != 0 || !g_pagemap.initialized()) InvalidPointer("free()", p);
-  const size_t cl = g_pagemap.ClassOf(addr);
+  const auto [cl, block_start] = LookUpSmallBlock(addr);
   if (cl == 0) return DeallocateLarge(p);
-  if (!IsSmallBlockStart(addr, cl)) return NotABlockStart(p, cl, "free()");
+  if (!block_start) return NotABlockStart(p, cl, "free()");
   if (g_cpu_cache.active()) {
     if (g_cpu_cache.IsTopObject(cl, p)) Crash("free(): invalid pointer %p (double free)", p);
     if constexpr (kDebugBuild) {
@@ -619,9 +619,9 @@ void VerifyHeap() {
       uint32_t n = 0;
       for (void* o = tc->heads_[cl]; o != nullptr; o = GetLink(o)) {
         TCM_CHECK(g_pagemap.ClassOf(reinterpret_cast<uintptr_t>(o)) == cl);
-        TCM_CHECK(++n <= tc->lengths_[cl]);
+        TCM_CHECK(++n <= tc->Length(cl));
       }
-      TCM_CHECK(n == tc->lengths_[cl]);
+      TCM_CHECK(n == tc->Length(cl));
     }
   }
   // Every object cached on a CPU is a block of its array's class (racy with other threads'
@@ -771,7 +771,7 @@ static TCM_NOINLINE void* ReallocateOther(void* p, size_t size) noexcept {
   // A small block under hooks (size 0 went through free()'s own test above).
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if ((addr >> kAddressBits) == 0 && g_pagemap.initialized()) {
-    if (const size_t cl = g_pagemap.ClassOf(addr); cl != 0 && !IsSmallBlockStart(addr, cl)) return ReallocInteriorPointer(p, cl);
+    if (const auto [cl, block_start] = LookUpSmallBlock(addr); cl != 0 && !block_start) return ReallocInteriorPointer(p, cl);
   }
   const size_t old = UsableSize(p, "realloc()");
   if (TCM_LIKELY(!HooksActive()) && FitsInPlace(size, old, 0)) return p;
@@ -789,8 +789,8 @@ void* Reallocate(void* p, size_t size) noexcept {
   // callgrind, per-thread mode).
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   if (TCM_LIKELY(addr < (g_free_limit | g_cpu_free_limit) && size != 0)) {
-    const size_t cl = g_pagemap.ClassOf(addr);
-    if (TCM_LIKELY(IsSmallBlockStart(addr, cl))) {
+    const auto [cl, block_start] = LookUpSmallBlock(addr);
+    if (TCM_LIKELY(block_start)) {
       const size_t old = SizeMap::ClassSize(cl);
       if (TCM_LIKELY(FitsInPlace(size, old, 0))) return p;
       return ReallocateMove(p, size, old);

@@ -7,14 +7,14 @@
 // loads through the pagemap for p's class and a push. No lock, no syscall, no TLS
 // initialisation: the thread's cache pointer starts at an empty cache whose lists are
 // empty and full, so the first call of a thread simply misses. x86-64 with g++ -O2, from
-// the entry point to the return: malloc 18 instructions, free 35 (13 of them the pagemap
+// the entry point to the return: malloc 18 instructions, free 33 (12 of them the pagemap
 // look-up and the block-start test), one XOR each for the encoded links (freelist_link.h);
-// with the loop, 62.3 a pair under callgrind (tests/profiler's Callgrind case bounds it).
+// with the loop, 60.3 a pair under callgrind (tests/profiler's Callgrind case bounds it).
 //
 // Per-CPU caches (core/cpu_cache.h): the per-thread path's first compare fails (its limits
 // are 0 in this mode) and branches to the per-CPU path, inlined behind it in the same entry
 // point, which pops from or pushes onto the current CPU's slab inside a restartable
-// sequence: malloc 30 instructions in all, free 35 (with the block-start test), with
+// sequence: malloc 27 instructions in all, free 34 (with the block-start test), with
 // glibc's rseq area at the offset the build found (else a tail call to the variant that
 // loads it). Keeping the per-thread path first
 // costs the per-CPU path one compare, and the per-thread path nothing (it is what runs
@@ -73,30 +73,31 @@ void DebugPoison(void* p, size_t size);
 void DebugCheckPoison(void* p, size_t size);
 void DebugCheckBlockStart(void* p, size_t cl);
 
-// Whether a pointer whose page has class cl may take free()'s fast path: cl != 0 and, in
-// hardened builds, p is a block's first byte. Without that test an interior pointer went
+// The class of a pointer's page, and whether the pointer may take free()'s fast path: the
+// class is not 0 and, in hardened builds, p is a block's first byte. Without that test an interior pointer went
 // onto the front end's list, and the next malloc of the class handed out memory overlapping
 // a live block before the batch check (when objects move to the central list) could see
 // it; a per-CPU cache that never overflows never showed it at all. The page's class-map
 // entry, loaded for the class anyway, holds its span's start, and the class's reciprocal
-// says whether the size divides the offset (PageMap::IsBlockStart), which fails class 0
+// says whether the size divides the offset (PageMap::LookUpBlock), which fails class 0
 // too: one branch for both, so the per-CPU free pays three instructions for the test
 // (lea, sub, imul in place of the class-0 test), the per-thread free five (it had no
 // class-0 branch). Armed by EnsureInitialized; TCMALLOC_HARDENED=0 arms every class to pass
 // (the same cost), -DTCMALLOC_HARDENED=OFF compiles the test out. A pointer into a span's
 // tail at a multiple of the size passes here and is left to the batch check.
-TCM_ALWAYS_INLINE bool IsSmallBlockStart(uintptr_t addr, size_t cl) {
-  if constexpr (kHardenedBuild) return g_pagemap.IsBlockStart(addr, cl);
-  return cl != 0;
+TCM_ALWAYS_INLINE PageMap::BlockLookUp LookUpSmallBlock(uintptr_t addr) {
+  if constexpr (kHardenedBuild) return g_pagemap.LookUpBlock(addr);
+  const size_t cl = g_pagemap.ClassOf(addr);
+  return {cl, cl != 0};
 }
-// Where free()'s fast path sends what IsSmallBlockStart refused: DeallocateSlow for class 0,
+// Where free()'s fast path sends what LookUpSmallBlock refused: DeallocateSlow for class 0,
 // the report of an interior pointer (which aborts) otherwise.
 TCM_NOINLINE void DeallocateNotSmallBlockStart(void* p, size_t cl) noexcept;
 // Reports an interior pointer and aborts. Not declared [[noreturn]]: a noreturn call made
 // GCC give the whole free() a stack frame, where `return NotABlockStart(...)` is a tail
 // jump like the other misses (TCM_NO_IPA in its definition keeps GCC from finding out).
 TCM_NOINLINE void NotABlockStart(void* p, size_t cl, const char* who) noexcept;
-// Sets IsSmallBlockStart's rows for every class (hardened: first bytes only); before the
+// Sets LookUpSmallBlock's rows for every class (hardened: first bytes only); before the
 // free fast paths open.
 void ArmBlockStartTest(bool hardened);
 
@@ -105,7 +106,7 @@ TCM_ALWAYS_INLINE void* PopFromCache(ThreadCache* tc, size_t cl) {
   void* result = tc->heads_[cl];
   if (TCM_UNLIKELY(result == nullptr)) return nullptr;
   tc->heads_[cl] = GetLink(result);
-  --tc->lengths_[cl];  // the low-water mark is free's to keep (ThreadCache::LowWater)
+  ++tc->spaces_[cl];  // the low-water mark is free's to keep (ThreadCache::LowWater)
   if constexpr (kDebugBuild) DebugCheckPoison(result, tc->object_sizes_[cl]);
   return result;
 }
@@ -132,6 +133,16 @@ TCM_NOINLINE void* AllocatePerCpuAfterCountdown(size_t size);
 template <void* (*Slow)(size_t)>
 TCM_NOINLINE void* AllocatePerCpuLoadedOffset(size_t size);
 
+// tls_sample_left -= size; true when it went below 0. One subtraction in memory: in C++,
+// GCC kept the old value for the way out and spent a load, a copy and a store on it, three
+// instructions of the per-CPU malloc's 30 (counted in the disassembly: valgrind cannot run
+// per-CPU mode). The way out adds the size back, as the pop's miss does.
+TCM_ALWAYS_INLINE bool ChargeCountdown(size_t size) {
+  bool negative;
+  asm("subq %[size], %[left]" : [left] "+m"(tls_sample_left), "=@ccs"(negative) : [size] "r"(size));
+  return negative;
+}
+
 template <bool kBuiltIn, void* (*Slow)(size_t)>
 TCM_ALWAYS_INLINE void* AllocatePerCpuAt(size_t size) {
   if constexpr (kBuiltIn) {
@@ -140,7 +151,7 @@ TCM_ALWAYS_INLINE void* AllocatePerCpuAt(size_t size) {
     if (TCM_UNLIKELY(size >= g_cpu_alloc_limit)) return Slow(size);
   }
   const size_t cl = SizeMap::ClassIndex(size);
-  if (TCM_UNLIKELY((tls_sample_left -= static_cast<int64_t>(size)) < 0)) {
+  if (TCM_UNLIKELY(ChargeCountdown(size))) {
     tls_sample_left += static_cast<int64_t>(size);
     // A tail call like every other way out: a call that returns here made the compiler
     // save registers for every path (callgrind: 6 more instructions a per-thread pair).
@@ -194,8 +205,8 @@ TCM_ALWAYS_INLINE void DeallocatePerCpuAt(void* p) noexcept {
   } else {
     if (TCM_UNLIKELY(addr >= g_cpu_free_limit)) return DeallocateSlow(p);
   }
-  const size_t cl = g_pagemap.ClassOf(addr);  // 0 for nullptr, large objects, not ours
-  if (TCM_UNLIKELY(!IsSmallBlockStart(addr, cl))) return DeallocateNotSmallBlockStart(p, cl);
+  const auto [cl, block_start] = LookUpSmallBlock(addr);  // class 0 for nullptr, large objects, not ours
+  if (TCM_UNLIKELY(!block_start)) return DeallocateNotSmallBlockStart(p, cl);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, SizeMap::ClassSize(cl));
@@ -238,7 +249,7 @@ TCM_ALWAYS_INLINE void* Allocate(size_t size) {
   if (TCM_UNLIKELY(result == nullptr)) return Slow(size);
   if (TCM_UNLIKELY((tc->sample_left_ -= static_cast<int64_t>(size)) < 0)) return AllocateAfterCountdown<Slow>(size);
   tc->heads_[cl] = GetLink(result);  // decoded: a forged link yields an unpredictable address
-  --tc->lengths_[cl];  // one decrement in memory: free keeps the low-water mark
+  ++tc->spaces_[cl];  // one increment in memory: free keeps the low-water mark
   if constexpr (kDebugBuild) DebugCheckPoison(result, tc->object_sizes_[cl]);
   return result;
 }
@@ -250,23 +261,25 @@ TCM_ALWAYS_INLINE void Deallocate(void* p) {
   if (TCM_LIKELY(addr >= g_free_limit)) return DeallocatePerCpu(p);
   // Class 0 (nullptr, large objects, memory we do not own) fails the block-start test (in
   // a build without it, its max_length 0 does it): slow path.
-  const size_t cl = g_pagemap.ClassOf(addr);
-  if (TCM_UNLIKELY(!IsSmallBlockStart(addr, cl))) return DeallocateNotSmallBlockStart(p, cl);
+  const auto [cl, block_start] = LookUpSmallBlock(addr);
+  if (TCM_UNLIKELY(!block_start)) return DeallocateNotSmallBlockStart(p, cl);
   ThreadCache* tc = tls_cache;
-  const uint32_t length = tc->lengths_[cl];
-  // p == head is a double free caught for the price of one compare.
-  if (TCM_UNLIKELY(length >= tc->max_lengths_[cl] || p == tc->heads_[cl])) return DeallocateSlow(p);
+  // The room left after this push: below 0, the list is full (ThreadCache::spaces_). p ==
+  // head is a double free caught for the price of one compare.
+  const int32_t left = tc->spaces_[cl] - 1;
+  if (TCM_UNLIKELY(left < 0 || p == tc->heads_[cl])) return DeallocateSlow(p);
   if constexpr (kDebugBuild) {
     DebugCheckBlockStart(p, cl);
     DebugPoison(p, tc->object_sizes_[cl]);
   }
-  // The low-water mark is kept here, where the length is in a register already (why the
+  // The low-water mark is kept here, where the room is in a register already (why the
   // lowest length a push sees is the mark: ThreadCache::LowWater); malloc's pop is then one
-  // decrement in memory: callgrind 64.3 -> 62.3 instructions a per-thread 32-byte pair.
-  if (TCM_UNLIKELY(length < tc->lowaters_[cl])) tc->lowaters_[cl] = length;
+  // increment in memory: callgrind 64.3 -> 62.3 instructions a per-thread 32-byte pair.
+  // The highest room a push left is the lowest length's counterpart.
+  if (TCM_UNLIKELY(left > tc->space_marks_[cl])) tc->space_marks_[cl] = left;
   SetLink(p, tc->heads_[cl]);  // encoded (freelist_link.h)
   tc->heads_[cl] = p;
-  tc->lengths_[cl] = length + 1;
+  tc->spaces_[cl] = left;
   const uint32_t object_size = tc->object_sizes_[cl];
   tc->room_ -= object_size;
   if (TCM_UNLIKELY(tc->room_ < 0)) return CollectGarbage(tc, object_size);

@@ -31,8 +31,8 @@
 // The fast-path sequences (x86-64, g++ -O2, counted in the generated code): Pop is 15
 // instructions from arming the section to the commit, Push 17 (it also refuses a pointer
 // that is already the top object: a double free in a row). With the entry checks, the
-// size-class look-up and the sampling countdown, malloc is 30 instructions from the entry
-// point to its return and free 35 (with the block-start test) when glibc's rseq area is at
+// size-class look-up and the sampling countdown, malloc is 27 instructions from the entry
+// point to its return and free 34 (with the block-start test) when glibc's rseq area is at
 // the offset the build found (Pop<true>/Push<true>: the area's fields are constants), one
 // more each when the offset is loaded first (bench/README.md has the measured pair loop).
 // Locking: CpuMeta::lock guards a CPU's capacities, its byte count and header changes by

@@ -40,15 +40,16 @@ bool PageMap::Ensure(PageId start, Length n) {
 }
 
 uint32_t* PageMap::MutableClassLeaf(PageId p) {
-  uint32_t*& slot = class_root_[p.index >> kClassLeafBits];
-  if (slot == empty_class_leaf_) {
+  const size_t slot = p.index >> kClassLeafBits;
+  uint32_t* leaf = ClassLeaf(slot);
+  if (leaf == empty_class_leaf_) {
     // Zero-filled address space; pages are backed only where classes get written.
-    auto* leaf = static_cast<uint32_t*>(os::MapAnonymous(kClassLeafBytes));
+    leaf = static_cast<uint32_t*>(os::MapAnonymous(kClassLeafBytes));
     if (leaf == nullptr) return nullptr;
     ++class_leaves_;
-    __atomic_store_n(&slot, leaf, __ATOMIC_RELEASE);
+    __atomic_store_n(&class_base_[slot], reinterpret_cast<uintptr_t>(leaf) - Bias(slot), __ATOMIC_RELEASE);
   }
-  return slot;
+  return leaf;
 }
 
 PageMap::Leaf* PageMap::MutableLeaf(PageId p) {

@@ -14,7 +14,8 @@
 // freed, so a reader racing with a writer always sees a valid node. Unpopulated class-root
 // slots point at a shared, all-zero static leaf instead of nullptr: the class lookup is two
 // dependent loads with no branch, which the free() fast path relies on. The shared leaf is
-// never written. The span tree, read only by slow paths, uses nullptr for missing nodes.
+// never written. A slot holds its leaf's address biased by the slot's place (Bias), so the
+// entry's address needs no mask. The span tree, read only by slow paths, uses nullptr for missing nodes.
 //
 // Start-up cost (the program that never allocates much pays it): every pointer in the
 // static image is a load-time relocation (24 bytes of .rela.dyn, read from the file) and
@@ -69,8 +70,9 @@ class PageMap {
   // Points every class-root slot not yet in use at the shared empty leaf and sets the node
   // allocator. Idempotent; REQUIRES no concurrent use before it returns.
   void Init(NodeAllocator alloc) {
-    for (auto& c : class_root_)
-      if (c == nullptr) c = empty_class_leaf_;
+    if (!initialized())  // once: a biased slot of a real leaf may read 0
+      for (size_t i = 0; i < kClassRootLength; ++i)
+        class_base_[i] = reinterpret_cast<uintptr_t>(empty_class_leaf_) - Bias(i);
     __atomic_store_n(&alloc_, alloc, __ATOMIC_RELEASE);  // publishes the filled root
   }
   // Calls f(start, bytes) for each class leaf mapped so far (each is kClassLeafBytes, four
@@ -79,9 +81,10 @@ class PageMap {
   static constexpr size_t kClassLeafBytes = kClassLeafLength * sizeof(uint32_t);
   template <typename F>
   void ForEachClassLeaf(F f) const {
+    if (!initialized()) return;
     for (size_t i = 0; i < kClassRootLength; ++i) {
-      const uint32_t* leaf = __atomic_load_n(&class_root_[i], __ATOMIC_ACQUIRE);
-      if (leaf != nullptr && leaf != empty_class_leaf_) f(reinterpret_cast<uintptr_t>(leaf), kClassLeafBytes);
+      const uint32_t* leaf = ClassLeaf(i);
+      if (leaf != empty_class_leaf_) f(reinterpret_cast<uintptr_t>(leaf), kClassLeafBytes);
     }
   }
   // True once Init has run: ClassOf may be called.
@@ -99,28 +102,38 @@ class PageMap {
   TCM_ALWAYS_INLINE uint32_t SpanOffset(uintptr_t addr, size_t cl) const {
     return static_cast<uint32_t>(addr + cl) - *ClassEntry(addr);
   }
-  // Whether addr is the first byte of a block of its page's class cl (ClassOf(addr)) and
-  // cl != 0: the size divides SpanOffset, which is offset * magic < limit with the class's
-  // row (Lemire, Kaser and Kurz's test, as SizeMap::StartsObject, where limit = magic).
-  // Rows that were never set read {0, 0} and fail every pointer, so class 0 (nullptr, large
-  // blocks, memory not ours) fails with no test of its own: free()'s one branch sends both
-  // kinds to its slow path. PassEveryBlock makes a class's row {0, ~0}, which passes every
-  // pointer (the test switched off). The rows live here, beside the class root free() has
-  // just read, so their loads need no address of their own; the computation is in assembly
-  // because GCC spent a copy of cl, a zero-extension and a register move on it in C++ (32-bit
-  // lea and sub zero the upper half). REQUIRES addr < 2^48, cl < kClassSlots.
-  static constexpr size_t kClassSlots = 128;
-  TCM_ALWAYS_INLINE bool IsBlockStart(uintptr_t addr, size_t cl) const {
+  // The class of addr's page (ClassOf) and whether addr is the first byte of one of its
+  // blocks with the class not 0: the size divides SpanOffset, which is offset * magic <
+  // limit with the class's row (Lemire, Kaser and Kurz's test, as SizeMap::StartsObject,
+  // where limit = magic). Rows that were never set read {0, 0} and fail every pointer, so
+  // class 0 (nullptr, large blocks, memory not ours) fails with no test of its own: free()'s
+  // one branch sends both kinds to its slow path. PassEveryBlock makes a class's row {0, ~0},
+  // which passes every pointer (the test switched off).
+  // In assembly, for what GCC did in C++: it spent a copy of cl, a zero-extension and a
+  // register move on the test (32-bit lea and sub zero the upper half), and, seeing the
+  // entry's address in two loads, formed it in a register first. Here both loads address it
+  // as root slot + page number * 4 (the slot is biased, so the page number needs no mask),
+  // and the rows are read at their offsets in this object, whose address the root's load
+  // has in a register already. REQUIRES addr < 2^48.
+  static constexpr size_t kClassSlots = 128;  // above every class the entries hold
+  struct BlockLookUp {
+    size_t cl;
+    bool block_start;
+  };
+  TCM_ALWAYS_INLINE BlockLookUp LookUpBlock(uintptr_t addr) const {
+    size_t cl;
     uint64_t product;
     bool fails;
-    asm("leal (%[addr],%[cl]), %k[product]\n\t"
+    asm("movzbl %[entry], %k[cl]\n\t"
+        "leal (%[addr],%[cl]), %k[product]\n\t"
         "subl %[entry], %k[product]\n\t"
-        "imulq %[magic], %[product]\n\t"
-        "cmpq %[limit], %[product]"
-        : [product] "=&r"(product), "=@ccae"(fails)
-        : [addr] "r"(addr), [cl] "r"(cl), [entry] "m"(*ClassEntry(addr)), [magic] "m"(block_magic_[cl]),
-          [limit] "m"(block_limit_[cl]));
-    return !fails;
+        "imulq %c[magic](%[map],%[cl],8), %[product]\n\t"
+        "cmpq %c[limit](%[map],%[cl],8), %[product]"
+        : [cl] "=&r"(cl), [product] "=&r"(product), "=@ccae"(fails)
+        : [addr] "r"(addr), [entry] "m"(*ClassEntry(addr)), [map] "r"(this),
+          [magic] "i"(offsetof(PageMap, block_magic_)), [limit] "i"(offsetof(PageMap, block_limit_)),
+          "m"(block_magic_), "m"(block_limit_));
+    return {cl, !fails};
   }
   // Class cl >= 1: only its blocks' first bytes pass, given the class's division magic
   // ceil(2^64 / size) (SizeMap::kDivisionMagic; magic = limit), or every pointer passes.
@@ -150,7 +163,7 @@ class PageMap {
   void Set(PageId p, Span* s) { MutableLeaf(p)->spans[p.index & (kLeafLength - 1)] = s; }
   // Page p belongs to a span of class cl (0: none) that starts at page span_start.
   void SetClass(PageId p, uint8_t cl, PageId span_start) {
-    uint32_t* leaf = class_root_[p.index >> kClassLeafBits];
+    uint32_t* leaf = ClassLeaf(p.index >> kClassLeafBits);
     // Class 0 is what the shared empty leaf already says; never write to it.
     if (leaf == empty_class_leaf_) {
       if (cl == 0) return;
@@ -198,13 +211,21 @@ class PageMap {
   }
   Leaf* MutableLeaf(PageId p);
   uint32_t* MutableClassLeaf(PageId p);
+  // Each class-root slot holds its leaf's address minus Bias(slot), the offset of the slot's
+  // first page in a leaf indexed by the whole page number: an entry's address is then the
+  // slot + page number * 4, with no mask on the page number (LookUpBlock).
+  static constexpr uintptr_t Bias(size_t slot) { return uintptr_t{slot} * kClassLeafBytes; }
   TCM_ALWAYS_INLINE const uint32_t* ClassEntry(uintptr_t addr) const {
-    return &class_root_[addr >> (kPageShift + kClassLeafBits)][(addr >> kPageShift) & (kClassLeafLength - 1)];
+    return reinterpret_cast<const uint32_t*>(class_base_[addr >> (kPageShift + kClassLeafBits)] +
+                                             (addr >> kPageShift) * sizeof(uint32_t));
+  }
+  uint32_t* ClassLeaf(size_t slot) const {
+    return reinterpret_cast<uint32_t*>(__atomic_load_n(&class_base_[slot], __ATOMIC_ACQUIRE) + Bias(slot));
   }
 
   static uint32_t empty_class_leaf_[kClassLeafLength];  // all zero, never written
 
-  uint32_t* class_root_[kClassRootLength] = {};
+  uintptr_t class_base_[kClassRootLength] = {};  // leaf address - Bias(slot)
   uint64_t block_magic_[kClassSlots] = {};
   uint64_t block_limit_[kClassSlots] = {};
   Mid* root_[kRootLength] = {};

@@ -16,8 +16,10 @@ void ThreadCache::Init(CentralFreeList* central, ThreadCacheRegistry* registry, 
   registry_ = registry;
   for (size_t cl = 0; cl < kNumClasses; ++cl) {
     heads_[cl] = nullptr;
-    lengths_[cl] = lowaters_[cl] = overages_[cl] = 0;
+    overages_[cl] = 0;
     max_lengths_[cl] = cl == 0 ? 0 : 1;
+    spaces_[cl] = static_cast<int32_t>(max_lengths_[cl]);  // empty
+    list(cl).set_lowater(0);
     refills_[cl] = overflows_[cl] = 0;
     object_sizes_[cl] = cl == 0 ? 0 : static_cast<uint32_t>(SizeMap::ClassSize(cl));
   }
@@ -32,65 +34,66 @@ CentralFreeList& ThreadCache::Central(size_t cl) const {
 void* ThreadCache::FetchFromCentral(size_t cl) {
   FreeList l = list(cl);
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-  uint32_t want = l.max_length < batch ? l.max_length : batch;
+  uint32_t want = l.max_length() < batch ? l.max_length() : batch;
   if (want == 0) want = 1;
   void* start;
   void* end;
   CentralFreeList& central = Central(cl);
   int got = central.RemoveRange(&start, &end, static_cast<int>(want));
   if (got == 0) return nullptr;
-  l.lowater = 0;  // the list ran empty (malloc's pop does not keep the mark: LowWater)
+  l.set_lowater(0);  // the list ran empty (malloc's pop does not keep the mark: LowWater)
   if (refills_[cl] < kTransferWindow) ++refills_[cl];
   // Slow start: grow by one up to a batch, then by whole batches.
-  if (l.max_length < batch) {
-    ++l.max_length;
+  if (l.max_length() < batch) {
+    l.set_max_length(l.max_length() + 1);
   } else {
-    uint32_t grown = l.max_length + batch;
-    l.max_length = grown > kMaxListLength ? kMaxListLength : grown;
+    uint32_t grown = l.max_length() + batch;
+    l.set_max_length(grown > kMaxListLength ? kMaxListLength : grown);
   }
   void* result = start;
   if (got > 1) {
     // The list is empty here (that is why we were called).
     SetLink(end, l.head);
     l.head = GetLink(start);
-    l.length += static_cast<uint32_t>(got - 1);
+    l.set_length(l.length() + static_cast<uint32_t>(got - 1));
     room_ -= static_cast<intptr_t>((got - 1) * SizeMap::ClassSize(cl));
   }
   return result;
 }
 
 void ThreadCache::ReleaseToCentral(FreeList l, size_t cl, uint32_t n, bool to_spans, bool local) {
-  if (n > l.length) n = l.length;
+  const uint32_t length = l.length();
+  if (n > length) n = length;
   if (n == 0) return;
   // The central list cuts the list (it walks the batch anyway, to check it).
   CentralFreeList& central = Central(cl);
   l.head = central.InsertList(l.head, static_cast<int>(n), to_spans, local);
-  l.length -= n;
-  if (l.lowater > l.length) l.lowater = l.length;
+  l.set_length(length - n);
+  if (l.recorded_lowater() > length - n) l.set_lowater(length - n);
   room_ += static_cast<intptr_t>(n * SizeMap::ClassSize(cl));
 }
 
 void ThreadCache::PushSlow(void* p, size_t cl) {
   ApplyThefts();
   FreeList l = list(cl);
-  if (l.length < l.lowater) l.lowater = l.length;  // as free's fast path does before a push
+  if (l.length() < l.recorded_lowater()) l.set_lowater(l.length());  // as free's fast path does before a push
   SetLink(p, l.head);
   l.head = p;
-  ++l.length;
+  l.set_length(l.length() + 1);
   room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
-  if (l.length > l.max_length) {
+  if (l.length() > l.max_length()) {
     const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
     if (++overflows_[cl] >= kTransferWindow) {
       overflows_[cl] /= 2;
       refills_[cl] /= 2;
     }
-    ReleaseToCentral(l, cl, l.max_length < batch ? l.max_length : batch, false, AllocatesToo(cl));
-    if (l.max_length < batch) {
-      ++l.max_length;  // slow start, as on the allocation side
-    } else if (l.max_length > batch) {
+    ReleaseToCentral(l, cl, l.max_length() < batch ? l.max_length() : batch, false, AllocatesToo(cl));
+    if (l.max_length() < batch) {
+      l.set_max_length(l.max_length() + 1);  // slow start, as on the allocation side
+    } else if (l.max_length() > batch) {
       // Consistently overflowing: this thread frees more than it allocates here.
       if (++l.overages > kMaxOverages) {
-        l.max_length -= batch;
+        l.set_max_length(l.max_length() - batch);
         l.overages = 0;
       }
     }
@@ -101,8 +104,7 @@ void ThreadCache::PushSlow(void* p, size_t cl) {
 
 size_t ThreadCache::size() const {
   size_t bytes = 0;
-  for (size_t cl = 1; cl < kNumClasses; ++cl)
-    bytes += static_cast<size_t>(__atomic_load_n(&lengths_[cl], __ATOMIC_RELAXED)) * object_sizes_[cl];
+  for (size_t cl = 1; cl < kNumClasses; ++cl) bytes += static_cast<size_t>(RacyLength(cl)) * object_sizes_[cl];
   return bytes;
 }
 
@@ -112,7 +114,7 @@ size_t ThreadCache::OwnSize() const {
   // room, and with the atomic loads of size() it was 42 of a 64 KiB malloc+free pair's
   // ~150 instructions (callgrind, per-thread fastpath pair 65536).
   uint64_t bytes = 0;
-  for (size_t cl = 0; cl < kNumClasses; ++cl) bytes += uint64_t{lengths_[cl]} * object_sizes_[cl];
+  for (size_t cl = 0; cl < kNumClasses; ++cl) bytes += uint64_t{Length(cl)} * object_sizes_[cl];
   return bytes;
 }
 
@@ -135,9 +137,9 @@ void ThreadCache::CheckSize(size_t freed_size) {
 void ThreadCache::Shed(size_t bytes) {
   for (size_t cl = kNumClasses - 1; cl >= 1 && bytes > 0; --cl) {
     FreeList l = list(cl);
-    const size_t held = static_cast<size_t>(l.length) * SizeMap::ClassSize(cl);
+    const size_t held = static_cast<size_t>(l.length()) * SizeMap::ClassSize(cl);
     if (held == 0) continue;
-    ReleaseToCentral(l, cl, l.length, false, AllocatesToo(cl));
+    ReleaseToCentral(l, cl, l.length(), false, AllocatesToo(cl));
     bytes = held < bytes ? bytes - held : 0;
   }
 }
@@ -151,12 +153,12 @@ void ThreadCache::Scavenge() {
       // L objects were never needed since the last collection; give back half of them.
       ReleaseToCentral(l, cl, lowater > 1 ? lowater / 2 : 1, false, AllocatesToo(cl));
       const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
-      if (l.max_length > batch) {
-        uint32_t shrunk = l.max_length - batch;
-        l.max_length = shrunk > batch ? shrunk : batch;
+      if (l.max_length() > batch) {
+        uint32_t shrunk = l.max_length() - batch;
+        l.set_max_length(shrunk > batch ? shrunk : batch);
       }
     }
-    l.lowater = l.length;
+    l.set_lowater(l.length());
   }
   last_active_ns_.store(os::MonotonicCoarseNs(), std::memory_order_relaxed);
   registry_->GrowBudget(this);
@@ -171,8 +173,8 @@ void ThreadCache::Scavenge() {
 
 void ThreadCache::ReleaseAll() {
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    ReleaseToCentral(list(cl), cl, lengths_[cl], /*to_spans=*/true);
-    lowaters_[cl] = 0;
+    ReleaseToCentral(list(cl), cl, Length(cl), /*to_spans=*/true);
+    list(cl).set_lowater(0);
   }
 }
 
@@ -254,7 +256,7 @@ void ThreadCacheRegistry::AddListLengths(size_t* counts) {
   SpinLockHolder h(&lock_);
   for (ThreadCache* tc = head_; tc != nullptr; tc = tc->next_)
     for (size_t cl = 1; cl < kNumClasses; ++cl)
-      counts[cl] += __atomic_load_n(&tc->lengths_[cl], __ATOMIC_RELAXED);
+      counts[cl] += tc->RacyLength(cl);
 }
 
 size_t ThreadCacheRegistry::TotalMaxSize() {

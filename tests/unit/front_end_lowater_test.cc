@@ -30,15 +30,15 @@ class FrontEndLowWater : public ::testing::Test {
     ASSERT_NE(tc_, &g_empty_cache);
     cl_ = SizeMap::ClassIndex(kSize);
     // Grow the list: allocate and free a few hundred blocks until it holds 200 or more.
-    for (int round = 0; round < 64 && tc_->lengths_[cl_] < 200; ++round) {
+    for (int round = 0; round < 64 && tc_->Length(cl_) < 200; ++round) {
       std::vector<void*> blocks;
       for (int i = 0; i < 300; ++i) blocks.push_back(Allocate(kSize));
       for (void* p : blocks) Deallocate(p);
     }
-    ASSERT_GE(tc_->lengths_[cl_], 200u);
+    ASSERT_GE(tc_->Length(cl_), 200u);
     // A collection starts the interval: the mark is the length from here on.
     tc_->Scavenge();
-    length_ = tc_->lengths_[cl_];
+    length_ = tc_->Length(cl_);
     ASSERT_GE(length_, 100u);
     ASSERT_LE(length_, tc_->max_lengths_[cl_]) << "the frees below must not overflow";
     ASSERT_EQ(tc_->LowWater(cl_), length_);
@@ -48,7 +48,7 @@ class FrontEndLowWater : public ::testing::Test {
   std::vector<void*> Take(uint32_t n) {
     std::vector<void*> taken;
     for (uint32_t i = 0; i < n; ++i) taken.push_back(Allocate(kSize));
-    EXPECT_EQ(tc_->lengths_[cl_], length_ - n);
+    EXPECT_EQ(tc_->Length(cl_), length_ - n);
     return taken;
   }
 
@@ -68,12 +68,12 @@ TEST_F(FrontEndLowWater, AListThatWentLowAndCameBackKeepsItsLowestLength) {
   const uint32_t n = length_ * 3 / 4;
   std::vector<void*> taken = Take(n);
   for (void* p : taken) Deallocate(p);  // fast-path pushes: the first one saw length_ - n
-  ASSERT_EQ(tc_->lengths_[cl_], length_);
+  ASSERT_EQ(tc_->Length(cl_), length_);
   EXPECT_EQ(tc_->LowWater(cl_), length_ - n);
   // The collection gives back half of the mark, not half of the list.
   tc_->Scavenge();
-  EXPECT_EQ(tc_->lengths_[cl_], length_ - (length_ - n) / 2);
-  EXPECT_EQ(tc_->LowWater(cl_), tc_->lengths_[cl_]);  // and starts the next interval
+  EXPECT_EQ(tc_->Length(cl_), length_ - (length_ - n) / 2);
+  EXPECT_EQ(tc_->LowWater(cl_), tc_->Length(cl_));  // and starts the next interval
 }
 
 TEST_F(FrontEndLowWater, TheLowestOfSeveralDipsCounts) {
@@ -92,8 +92,39 @@ TEST_F(FrontEndLowWater, AListThatRanEmptyHasMarkZero) {
   std::vector<void*> taken;
   for (uint32_t i = 0; i <= length_; ++i) taken.push_back(Allocate(kSize));
   for (void* p : taken) Deallocate(p);
-  EXPECT_GT(tc_->lengths_[cl_], 0u);
+  EXPECT_GT(tc_->Length(cl_), 0u);
   EXPECT_EQ(tc_->LowWater(cl_), 0u);
+}
+
+// The room free's push takes (ThreadCache::spaces_): a free into a list at its maximum (or
+// over it: PushSlow's shrink can leave one object more) goes to the slow path, which gives
+// a batch back, instead of pushing on.
+TEST_F(FrontEndLowWater, AFullListSendsTheFreeToTheSlowPath) {
+  std::vector<void*> taken;
+  for (uint32_t i = 0; i < length_ + 2 * tc_->max_lengths_[cl_]; ++i) taken.push_back(Allocate(kSize));
+  int slow = 0;
+  for (void* p : taken) {
+    const uint32_t before = tc_->Length(cl_);
+    const bool full = before >= tc_->max_lengths_[cl_];
+    Deallocate(p);
+    if (full) {
+      ASSERT_LE(tc_->Length(cl_), before) << "a full list took a push on the fast path";
+      ++slow;
+    } else {
+      ASSERT_EQ(tc_->Length(cl_), before + 1);
+    }
+  }
+  EXPECT_GT(slow, 0);
+}
+
+// A maximum lowered under the list by more than one leaves the room below 0: the next free
+// goes to the slow path too.
+TEST_F(FrontEndLowWater, AMaximumLoweredUnderTheListIsRespected) {
+  tc_->list(cl_).set_max_length(length_ - 10);
+  ASSERT_EQ(tc_->Length(cl_), length_);
+  void* p = Allocate(kSize);
+  Deallocate(p);
+  EXPECT_LT(tc_->Length(cl_), length_) << "the free pushed onto a list over its maximum";
 }
 
 }  // namespace

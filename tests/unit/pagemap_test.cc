@@ -152,20 +152,22 @@ TEST_F(PageMapTest, BlockStartTestFindsEveryInteriorOffset) {
   const Length n{3};
   ASSERT_TRUE(map_->Ensure(start, n));
   for (uintptr_t i = 0; i < n.n; ++i) map_->SetClass(start + Length{i}, kClass, start);
-  EXPECT_FALSE(map_->IsBlockStart(start.addr(), kClass)) << "an unset row fails every pointer";
+  EXPECT_EQ(map_->LookUpBlock(start.addr() + kPageSize + 5).cl, kClass);
+  EXPECT_FALSE(map_->LookUpBlock(start.addr()).block_start) << "an unset row fails every pointer";
   map_->PassEveryBlock(kClass);
-  EXPECT_TRUE(map_->IsBlockStart(start.addr() + 16, kClass));
+  EXPECT_TRUE(map_->LookUpBlock(start.addr() + 16).block_start);
   map_->ArmBlockStartTest(kClass, ~uint64_t{0} / kSize + 1);  // SizeMap::kDivisionMagic's value
   size_t starts = 0;
   for (uintptr_t off = 0; off < n.n * kPageSize; ++off) {
     const bool expected = off % kSize == 0;
-    ASSERT_EQ(map_->IsBlockStart(start.addr() + off, kClass), expected) << "offset " << off;
+    ASSERT_EQ(map_->LookUpBlock(start.addr() + off).block_start, expected) << "offset " << off;
     starts += expected;
   }
   EXPECT_EQ(starts, (n.n * kPageSize + kSize - 1) / kSize);
   // Class 0 (a page of no small-object span, nullptr) fails: the slow path decides.
-  EXPECT_FALSE(map_->IsBlockStart(PageId{99}.addr(), 0));
-  EXPECT_FALSE(map_->IsBlockStart(0, 0));
+  EXPECT_FALSE(map_->LookUpBlock(PageId{99}.addr()).block_start);
+  EXPECT_EQ(map_->LookUpBlock(PageId{99}.addr()).cl, 0u);
+  EXPECT_FALSE(map_->LookUpBlock(0).block_start);
 }
 
 TEST_F(PageMapTest, EnsureAcrossLeafAndMidBoundaries) {

@@ -72,7 +72,7 @@ class ThreadCacheTest : public ::testing::Test {
     void* r = l.head;
     if (r == nullptr) return nullptr;
     l.head = NextOf(r);
-    --l.length;
+    l.set_length(l.length() - 1);
     return r;
   }
   // malloc's view: pop, or refill on a miss.
@@ -84,14 +84,14 @@ class ThreadCacheTest : public ::testing::Test {
   // room ran out, or the slow path when the list is full (or has no room at all).
   static void Free(ThreadCache* tc, size_t cl, void* p) {
     ThreadCache::FreeList l = tc->list(cl);
-    if (l.length >= l.max_length) {
+    if (l.length() >= l.max_length()) {
       tc->PushSlow(p, cl);
       return;
     }
-    if (l.length < l.lowater) l.lowater = l.length;
+    if (l.length() < l.recorded_lowater()) l.set_lowater(l.length());
     NextOf(p) = l.head;
     l.head = p;
-    ++l.length;
+    l.set_length(l.length() + 1);
     tc->room_ -= static_cast<intptr_t>(SizeMap::ClassSize(cl));
     if (tc->room_ < 0) tc->CheckSize(SizeMap::ClassSize(cl));
   }
@@ -115,7 +115,7 @@ class ThreadCacheTest : public ::testing::Test {
   static void ExpectSizeMatchesLists(const ThreadCache* tc) {
     size_t held = 0;
     for (size_t cl = 1; cl < kNumClasses; ++cl)
-      held += tc->lengths_[cl] * SizeMap::ClassSize(cl);
+      held += tc->Length(cl) * SizeMap::ClassSize(cl);
     EXPECT_EQ(tc->size(), held);
   }
 
@@ -129,10 +129,10 @@ TEST_F(ThreadCacheTest, NewCacheStartsSmall) {
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
   EXPECT_EQ(tc->size(), 0u);
   EXPECT_EQ(registry_->count(), 1u);
-  EXPECT_EQ(tc->list(0).max_length, 0u);  // class 0 never caches: frees go slow
+  EXPECT_EQ(tc->list(0).max_length(), 0u);  // class 0 never caches: frees go slow
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    EXPECT_EQ(tc->list(cl).max_length, 1u) << cl;
-    EXPECT_EQ(tc->list(cl).length, 0u) << cl;
+    EXPECT_EQ(tc->list(cl).max_length(), 1u) << cl;
+    EXPECT_EQ(tc->list(cl).length(), 0u) << cl;
     EXPECT_EQ(tc->list(cl).head, nullptr) << cl;
   }
 }
@@ -146,18 +146,18 @@ TEST_F(ThreadCacheTest, RefillsFollowTheSlowStartTrajectory) {
   std::vector<void*> held;
   // Enough misses to reach the kMaxListLength cap: 31 slow-start steps, then 256 batches.
   for (int miss = 0; miss < 300; ++miss) {
-    ASSERT_EQ(tc->list(cl).length, 0u);
+    ASSERT_EQ(tc->list(cl).length(), 0u);
     void* p = tc->FetchFromCentral(cl);
     ASSERT_NE(p, nullptr);
     held.push_back(p);
     m.Fetch(batch);
-    ASSERT_EQ(tc->list(cl).length, m.length) << "miss " << miss;
-    ASSERT_EQ(tc->list(cl).max_length, m.max_length) << "miss " << miss;
+    ASSERT_EQ(tc->list(cl).length(), m.length) << "miss " << miss;
+    ASSERT_EQ(tc->list(cl).max_length(), m.max_length) << "miss " << miss;
     ExpectSizeMatchesLists(tc);
     Drain(tc, cl, &held);
     m.length = 0;
   }
-  EXPECT_EQ(tc->list(cl).max_length, kMaxListLength);
+  EXPECT_EQ(tc->list(cl).max_length(), kMaxListLength);
   // No object was handed out twice.
   std::sort(held.begin(), held.end());
   EXPECT_EQ(std::adjacent_find(held.begin(), held.end()), held.end());
@@ -177,7 +177,7 @@ TEST_F(ThreadCacheTest, OverflowReleasesABatchAndShrinksPersistentOverflow) {
     Drain(tc, cl, &held);
     m.length = 0;
   }
-  ASSERT_EQ(tc->list(cl).max_length, 3 * batch);
+  ASSERT_EQ(tc->list(cl).max_length(), 3 * batch);
 
   // Now only free. Each time the list goes past max_length a batch goes back; after
   // kMaxOverages+1 such overflows max_length drops by a batch, down to one batch.
@@ -188,12 +188,12 @@ TEST_F(ThreadCacheTest, OverflowReleasesABatchAndShrinksPersistentOverflow) {
     tc->PushSlow(held[i], cl);
     m.Push(batch);
     if (m.length <= before) ++overflows;
-    ASSERT_EQ(tc->list(cl).length, m.length) << "push " << i;
-    ASSERT_EQ(tc->list(cl).max_length, m.max_length) << "push " << i;
+    ASSERT_EQ(tc->list(cl).length(), m.length) << "push " << i;
+    ASSERT_EQ(tc->list(cl).max_length(), m.max_length) << "push " << i;
     ASSERT_EQ(tc->list(cl).overages, m.overages) << "push " << i;
   }
   EXPECT_GE(overflows, 2 * (kMaxOverages + 1));
-  EXPECT_EQ(tc->list(cl).max_length, batch);
+  EXPECT_EQ(tc->list(cl).max_length(), batch);
   ExpectSizeMatchesLists(tc);
 }
 
@@ -209,10 +209,10 @@ TEST_F(ThreadCacheTest, FreeOnlyListGrowsToOneBatchAndNoFurther) {
   for (size_t i = 0; i < objs.size(); ++i) {
     tc->PushSlow(objs[i], cl);
     m.Push(batch);
-    ASSERT_EQ(tc->list(cl).length, m.length) << "push " << i;
-    ASSERT_EQ(tc->list(cl).max_length, m.max_length) << "push " << i;
+    ASSERT_EQ(tc->list(cl).length(), m.length) << "push " << i;
+    ASSERT_EQ(tc->list(cl).max_length(), m.max_length) << "push " << i;
   }
-  EXPECT_EQ(tc->list(cl).max_length, batch);
+  EXPECT_EQ(tc->list(cl).max_length(), batch);
   EXPECT_EQ(tc->list(cl).overages, 0u);
   ExpectSizeMatchesLists(tc);
 }
@@ -231,35 +231,35 @@ TEST_F(ThreadCacheTest, ScavengeMovesHalfTheLowWaterMark) {
   }
   // 80 objects in the list, below max_length (96): no overflow.
   for (int i = 0; i < 80; ++i) tc->PushSlow(held[static_cast<size_t>(i)], cl);
-  ASSERT_EQ(tc->list(cl).length, 80u);
+  ASSERT_EQ(tc->list(cl).length(), 80u);
   // The list was empty since the last collection (low-water mark 0): nothing moves, and
   // max_length is kept (the list was fully used).
   tc->Scavenge();
-  EXPECT_EQ(tc->list(cl).length, 80u);
-  EXPECT_EQ(tc->list(cl).max_length, 3 * batch);
+  EXPECT_EQ(tc->list(cl).length(), 80u);
+  EXPECT_EQ(tc->list(cl).max_length(), 3 * batch);
   EXPECT_EQ(tc->LowWater(cl), 80u);
 
   // 30 allocations, 10 frees: the list never went below 50 since that collection.
   std::vector<void*> popped;
   for (int i = 0; i < 30; ++i) popped.push_back(Pop(tc, cl));
   for (int i = 0; i < 10; ++i) tc->PushSlow(popped[static_cast<size_t>(i)], cl);
-  ASSERT_EQ(tc->list(cl).length, 60u);
+  ASSERT_EQ(tc->list(cl).length(), 60u);
   ASSERT_EQ(tc->LowWater(cl), 50u);
   tc->Scavenge();
-  EXPECT_EQ(tc->list(cl).length, 60u - 25u);              // L/2 = 25 objects moved
-  EXPECT_EQ(tc->list(cl).max_length, 2 * batch);          // shrunk by a batch
+  EXPECT_EQ(tc->list(cl).length(), 60u - 25u);              // L/2 = 25 objects moved
+  EXPECT_EQ(tc->list(cl).max_length(), 2 * batch);          // shrunk by a batch
   EXPECT_EQ(tc->LowWater(cl), 35u);                   // reset to the length
   ExpectSizeMatchesLists(tc);
 
   // An idle list keeps halving, max_length converges on one batch, and it ends empty.
   tc->Scavenge();
-  EXPECT_EQ(tc->list(cl).length, 35u - 17u);
-  EXPECT_EQ(tc->list(cl).max_length, batch);
+  EXPECT_EQ(tc->list(cl).length(), 35u - 17u);
+  EXPECT_EQ(tc->list(cl).max_length(), batch);
   tc->Scavenge();
-  EXPECT_EQ(tc->list(cl).length, 18u - 9u);
-  EXPECT_EQ(tc->list(cl).max_length, batch);  // never below a batch
-  for (int i = 0; i < 10 && tc->list(cl).length > 0; ++i) tc->Scavenge();
-  EXPECT_EQ(tc->list(cl).length, 0u);
+  EXPECT_EQ(tc->list(cl).length(), 18u - 9u);
+  EXPECT_EQ(tc->list(cl).max_length(), batch);  // never below a batch
+  for (int i = 0; i < 10 && tc->list(cl).length() > 0; ++i) tc->Scavenge();
+  EXPECT_EQ(tc->list(cl).length(), 0u);
   EXPECT_EQ(tc->list(cl).head, nullptr);
   ExpectSizeMatchesLists(tc);
 }
@@ -274,7 +274,7 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   ASSERT_EQ(batch, 4u);
   std::vector<void*> held;
-  while (tc->list(cl).max_length < 2 * batch) {  // 1, 2, 3, 4 -> 8
+  while (tc->list(cl).max_length() < 2 * batch) {  // 1, 2, 3, 4 -> 8
     held.push_back(tc->FetchFromCentral(cl));
     Drain(tc, cl, &held);
   }
@@ -284,7 +284,7 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
   tc->PushSlow(held[4], cl);
   // Collection: nothing to move (low-water mark 0); no budget to grow by.
-  EXPECT_EQ(tc->list(cl).length, 5u);
+  EXPECT_EQ(tc->list(cl).length(), 5u);
   EXPECT_EQ(tc->LowWater(cl), 5u);
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
   ExpectSizeMatchesLists(tc);
@@ -293,13 +293,13 @@ TEST_F(ThreadCacheTest, ExhaustedBudgetTriggersCollectionOnFree) {
   // free's fast path on a cache (the list has room): push, use up room_, check when gone.
   static void FastFree(ThreadCache* tc, size_t cl, void* p) {
     ThreadCache::FreeList l = tc->list(cl);
-    if (l.length >= l.max_length) return tc->PushSlow(p, cl);
-    if (l.length < l.lowater) l.lowater = l.length;
+    if (l.length() >= l.max_length()) return tc->PushSlow(p, cl);
+    if (l.length() < l.recorded_lowater()) l.set_lowater(l.length());
     NextOf(p) = l.head;
     l.head = p;
-    ++l.length;
-    tc->room_ -= static_cast<intptr_t>(l.object_size);
-    if (tc->room_ < 0) tc->CheckSize(l.object_size);
+    l.set_length(l.length() + 1);
+    tc->room_ -= static_cast<intptr_t>(l.object_size());
+    if (tc->room_ < 0) tc->CheckSize(l.object_size());
   }
 
 TEST_F(ThreadCacheTest, ReusingABlockAsLargeAsTheBudgetChecksRarely) {
@@ -327,7 +327,7 @@ TEST_F(ThreadCacheTest, OnlyBlocksOfKMinRoomAndMoreGrowTheBudgetBetweenCollectio
   for (void* p : TakeFromCentral(cl, 56)) {
     NextOf(p) = l.head;
     l.head = p;
-    ++l.length;
+    l.set_length(l.length() + 1);
   }
   tc->CheckSize(1024);
   EXPECT_EQ(tc->max_size(), kStartCacheSize);
@@ -435,8 +435,8 @@ TEST_F(ThreadCacheTest, FailedRefillLeavesTheListAlone) {
   t_->sys.set_enabled(SystemAllocator::kSbrk, false);
   ThreadCache* tc = NewCache();
   EXPECT_EQ(tc->FetchFromCentral(1), nullptr);
-  EXPECT_EQ(tc->list(1).max_length, 1u);
-  EXPECT_EQ(tc->list(1).length, 0u);
+  EXPECT_EQ(tc->list(1).max_length(), 1u);
+  EXPECT_EQ(tc->list(1).length(), 0u);
   EXPECT_EQ(tc->size(), 0u);
 }
 
@@ -508,11 +508,11 @@ TEST_F(ThreadCacheTest, ReleaseAllEmptiesEveryList) {
   }
   for (auto [cl, p] : held) tc->PushSlow(p, cl);
   size_t cached = 0;
-  for (size_t cl = 1; cl < kNumClasses; ++cl) cached += tc->list(cl).length;
+  for (size_t cl = 1; cl < kNumClasses; ++cl) cached += tc->list(cl).length();
   ASSERT_GT(cached, 0u);
   tc->ReleaseAll();
   for (size_t cl = 1; cl < kNumClasses; ++cl) {
-    EXPECT_EQ(tc->list(cl).length, 0u) << cl;
+    EXPECT_EQ(tc->list(cl).length(), 0u) << cl;
     EXPECT_EQ(tc->list(cl).head, nullptr) << cl;
     EXPECT_EQ(tc->LowWater(cl), 0u) << cl;
   }
