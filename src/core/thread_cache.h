@@ -89,8 +89,14 @@ class ThreadCache {
     }
     // The lowest length a push saw since the last collection (LowWater says why that is
     // enough; malloc's pop does not keep it).
-    uint32_t recorded_lowater() const { return static_cast<uint32_t>(int64_t{max_length()} - 1 - tc_.space_marks_[cl_]); }
-    void set_lowater(uint32_t n) { tc_.space_marks_[cl_] = static_cast<int32_t>(int64_t{max_length()} - 1 - n); }
+    uint32_t recorded_lowater() const {
+      const int64_t room_left = tc_.space_marks_[cl_];
+      return static_cast<uint32_t>(static_cast<int64_t>(max_length()) - room_left - 1);
+    }
+    void set_lowater(uint32_t n) {
+      const int64_t room_left = static_cast<int64_t>(max_length()) - static_cast<int64_t>(n) - 1;
+      tc_.space_marks_[cl_] = static_cast<int32_t>(room_left);
+    }
     uint32_t object_size() const { return tc_.object_sizes_[cl_]; }
 
    private:
@@ -143,7 +149,7 @@ class ThreadCache {
     const int64_t n = int64_t{__atomic_load_n(&max_lengths_[cl], __ATOMIC_RELAXED)} - __atomic_load_n(&spaces_[cl], __ATOMIC_RELAXED);
     return n > 0 ? static_cast<uint32_t>(n) : 0;
   }
-  FreeList list(size_t cl) { return FreeList(*this, cl); }
+  FreeList list(size_t cl) { return {*this, cl}; }
 
   // Slow path of free once room_ ran out (the free was of a block of freed_size bytes):
   // collects garbage if the cache really is over its budget, and otherwise recomputes
