@@ -7,6 +7,9 @@
  *                     the page cache, i.e. every page of a library built seconds ago.
  *   anon_rss_kib      resident anonymous memory (heap, arena, slabs, pagemap leaves)
  *   libgcc_s_kib      resident pages of libgcc_s's mappings (a C program on glibc maps none)
+ *   lib_text_addr     where the library's executable mapping starts (decimal), and
+ *   lib_text_rss_kib  its resident pages: with the file in the page cache, the kernel's
+ *                     64 KiB fault-around windows that the code which ran falls in
  * startup_rss_test.py runs it with and without our library preloaded. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +30,24 @@ int main(int argc, char **argv) {
   FILE *f = fopen("/proc/self/smaps", "r");
   if (f == NULL) return 2;
   char line[512];
-  int in_lib = 0, anon = 0, in_libgcc_s = 0;
-  long lib_rss = 0, lib_dirty = 0, anon_rss = 0, libgcc_s_rss = 0, v;
+  int in_lib = 0, anon = 0, in_libgcc_s = 0, in_lib_text = 0;
+  long lib_rss = 0, lib_dirty = 0, anon_rss = 0, libgcc_s_rss = 0, lib_text_rss = 0, v;
+  unsigned long lib_text_addr = 0;
   while (fgets(line, sizeof line, f) != NULL) {
     unsigned long lo, hi;
-    char path[400] = "";
-    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %399s", &lo, &hi, path) >= 2 && strchr(line, '-') < strchr(line, ' ')) {
+    char perms[8] = "", path[400] = "";
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %399s", &lo, &hi, perms, path) >= 2 &&
+        strchr(line, '-') < strchr(line, ' ')) {
       in_lib = strstr(path, lib) != NULL;
+      in_lib_text = in_lib && perms[2] == 'x';
+      if (in_lib_text) lib_text_addr = lo;
       in_libgcc_s = strstr(path, "libgcc_s") != NULL;
       anon = path[0] == '\0';
       continue;
     }
     if ((v = field_kib(line, "Rss:")) >= 0) {
       if (in_lib) lib_rss += v;
+      if (in_lib_text) lib_text_rss += v;
       if (anon) anon_rss += v;
       if (in_libgcc_s) libgcc_s_rss += v;
     } else if ((v = field_kib(line, "Anonymous:")) >= 0 && in_lib) {
@@ -53,8 +61,9 @@ int main(int argc, char **argv) {
   while (fgets(line, sizeof line, f) != NULL)
     if ((v = field_kib(line, "VmHWM:")) >= 0) hwm = v;
   fclose(f);
-  printf("hwm_kib=%ld lib_rss_kib=%ld lib_dirty_kib=%ld anon_rss_kib=%ld libgcc_s_kib=%ld\n", hwm, lib_rss, lib_dirty,
-         anon_rss, libgcc_s_rss);
+  printf("hwm_kib=%ld lib_rss_kib=%ld lib_dirty_kib=%ld anon_rss_kib=%ld libgcc_s_kib=%ld lib_text_addr=%lu "
+         "lib_text_rss_kib=%ld\n",
+         hwm, lib_rss, lib_dirty, anon_rss, libgcc_s_rss, lib_text_addr, lib_text_rss);
   for (int i = 0; i < 8; ++i) free(keep[i]);
   return 0;
 }
