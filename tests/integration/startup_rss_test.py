@@ -71,37 +71,40 @@ HOT_TEXT_LIST = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.
                              "src", "hot_text.txt")
 
 
-def writable_segment_filesz(path):
-    """p_filesz of the ELF64 file's writable PT_LOAD segment: the bytes of initialised data
-    the kernel maps from the file (zero-initialised data is p_memsz beyond it, .bss)."""
+def read_elf64(path):
     with open(path, "rb") as f:
         elf = f.read()
     if elf[:4] != b"\x7fELF" or elf[4] != 2:
         raise SystemExit(f"{path}: not an ELF64 file")
+    return elf
+
+
+def load_segments(elf):
+    """(p_flags, p_vaddr, p_filesz, p_memsz) of each PT_LOAD segment."""
     phoff, = struct.unpack_from("<Q", elf, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
-    total = 0
+    segments = []
     for i in range(phnum):
-        p_type, p_flags, _off, _va, _pa, p_filesz, _memsz, _align = struct.unpack_from(
+        p_type, p_flags, _off, vaddr, _pa, filesz, memsz, _align = struct.unpack_from(
             "<IIQQQQQQ", elf, phoff + i * phentsize)
-        if p_type == 1 and p_flags & 2:  # PT_LOAD, PF_W
-            total += p_filesz
-    return total
+        if p_type == 1:
+            segments.append((p_flags, vaddr, filesz, memsz))
+    return segments
+
+
+def writable_segment_filesz(path):
+    """p_filesz of the ELF64 file's writable PT_LOAD segment: the bytes of initialised data
+    the kernel maps from the file (zero-initialised data is p_memsz beyond it, .bss)."""
+    return sum(filesz for flags, _vaddr, filesz, _memsz in load_segments(read_elf64(path)) if flags & 2)
 
 
 def elf_layout(path):
     """(sections by name: (address, size), the executable PT_LOAD's (vaddr, memsz)) of an
     ELF64 file."""
-    with open(path, "rb") as f:
-        elf = f.read()
-    phoff, shoff = struct.unpack_from("<QQ", elf, 0x20)
-    phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from("<HHHHH", elf, 0x36)
-    text_segment = None
-    for i in range(phnum):
-        p_type, p_flags, _off, vaddr, _pa, _filesz, memsz, _align = struct.unpack_from(
-            "<IIQQQQQQ", elf, phoff + i * phentsize)
-        if p_type == 1 and p_flags & 1:  # PT_LOAD, PF_X
-            text_segment = (vaddr, memsz)
+    elf = read_elf64(path)
+    text_segment = next((vaddr, memsz) for flags, vaddr, _filesz, memsz in load_segments(elf) if flags & 1)
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
     strtab = headers[shstrndx][4]
     sections = {}
