@@ -32,6 +32,13 @@ void NoCoreDump() {
   setrlimit(RLIMIT_CORE, &none);
 }
 
+// Guarded sampling catches some of the same misuse on its own pages, with its own message. A
+// sample lands wherever the byte countdown inherited from the parent (and the guarded rate's
+// time bound) puts it, so a death-test child could take a guarded block where the test means
+// a span's object: the checks under test here are the spans', so guarded sampling is off.
+[[maybe_unused]] const bool kGuardedSamplingOff =
+    MallocExtension_SetNumericProperty("tcmalloc.guarded_sample_rate", 0) != 0;
+
 // Hands everything the calling thread's cache or the CPU caches hold to the central lists.
 void Flush() {
   MallocExtension_MarkThreadIdle();
@@ -379,6 +386,14 @@ TEST(HardeningOffTest, InteriorFreeIsNotCheckedWhenSwitchedOff) {
   ASSERT_TRUE(MallocExtension::instance()->GetNumericProperty("tcmalloc.hardened", &hardened));
   if (hardened != 0) GTEST_SKIP() << "runs under TCMALLOC_HARDENED=0 (ctest api_hardening_off)";
   EXPECT_EXIT(InteriorFreeUnchecked(), testing::ExitedWithCode(7), "");
+}
+
+// The death tests above rely on it (see kGuardedSamplingOff).
+TEST(HardeningTest, GuardedSamplingIsOff) {
+  size_t rate = 1;
+  ASSERT_TRUE(kGuardedSamplingOff);
+  ASSERT_TRUE(MallocExtension_GetNumericProperty("tcmalloc.guarded_sample_rate", &rate));
+  EXPECT_EQ(rate, 0u);
 }
 
 TEST(HardeningTest, HeapStillWorksInTheParent) {
