@@ -34,7 +34,7 @@ resident where it was 320):
       not add libgcc_s's ~120 KiB.
   No call to _Unwind_Resume in the library's code (objdump): with the unwinder linked in,
       a landing pad would resume an exception raised by the program's unwinder with ours.
-  Rss of our library's mappings <= 288 (236 since the hot text went first; 324 before), of which private copies <= 40 (smaps "Anonymous",
+  Rss of our library's mappings <= 240 (208 with the data ordered, 236 since the hot text went first; 324 before), of which private copies <= 40 (smaps "Anonymous",
       not "Private_Dirty", which also counts file pages still dirty in the page cache: a
       library built seconds before read 512): relocated or written static data. The big
       zero-initialised globals must stay in .bss: in .data (a non-zero member default or a
@@ -53,6 +53,12 @@ resident where it was 320):
       longer matches the code) puts a third or fourth window in. The section must start
       the text and stay within 96 KiB, and every name listed must still be defined.
       (Assumes the kernel's default fault-around of 64 KiB.)
+  The data's order (the same linker script): with the library cached, the read-only
+      mapping after the text has <= 64 KiB resident (92 of 92 before the order; kIndex first
+      in .rodata.tcm_hot, a mutation tried: 92). .rodata.tcm_hot must start that segment and
+      end with kIndex, and what comes before kIndex's second page stay within 24 KiB (15.5
+      now). The small .bss (everything not in .bss.tcm_large) <= 16 KiB (5 now): a big
+      global among the small ones spreads them over more pages.
 Usage: startup_rss_test.py STARTUP_RSS_BINARY LIBTCMALLOC_MINIMAL_SO"""
 import os
 import re
@@ -62,10 +68,14 @@ import sys
 
 MAX_DELTA_KIB = 900
 MAX_ANON_KIB = 240
-MAX_LIB_RSS_KIB = 288
+MAX_LIB_RSS_KIB = 240
 MAX_LIB_DIRTY_KIB = 40
 MAX_RW_FILESZ_KIB = 32
 MAX_HOT_TEXT_KIB = 96
+MAX_RODATA_RSS_KIB = 64
+MAX_HOT_RODATA_KIB = 24
+MAX_SMALL_BSS_KIB = 16
+KINDEX = "_ZN3tcm7SizeMap6kIndexE"
 FAULT_AROUND = 64 * 1024
 HOT_TEXT_LIST = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "src", "hot_text.txt")
@@ -144,6 +154,8 @@ def check_hot_text(binary, ours):
     for _ in range(3):
         out = subprocess.run([binary, "libtcmalloc"], env=env, capture_output=True, text=True, check=True).stdout
         runs.append({k: int(v) for k, v in (kv.split("=", 1) for kv in out.split())})
+    if not check_data_layout(ours, runs):
+        ok = False
     run = min(runs, key=lambda m: m["lib_text_rss_kib"])
     start = run["lib_text_addr"]
     load = start - seg_vaddr
@@ -156,6 +168,46 @@ def check_hot_text(binary, ours):
     if run["lib_text_rss_kib"] > bound_kib:
         print("FAIL: code outside .text.tcm_hot ran at start-up: `scripts/hot_text.py --check` names it, "
               "scripts/hot_text.py adds it")
+        ok = False
+    return ok
+
+
+def check_data_layout(ours, runs):
+    """The checks of the read-only data's and the .bss's order (docstring above); returns
+    whether they passed. runs: the start-up program's figures with the library cached."""
+    sections, _text = elf_layout(ours)
+    segments = load_segments(read_elf64(ours))
+    text_vaddr = next(vaddr for flags, vaddr, _f, _m in segments if flags & 1)
+    rodata_vaddr = min(vaddr for flags, vaddr, _f, _m in segments if flags == 4 and vaddr > text_vaddr)
+    hot = sections.get(".rodata.tcm_hot")
+    large = sections.get(".bss.tcm_large")
+    if hot is None or large is None:
+        print("FAIL: no .rodata.tcm_hot or .bss.tcm_large section (src/CMakeLists.txt's linker script not applied)")
+        return False
+    ok = True
+    symbols = {}
+    for line in subprocess.run(["nm", "-S", ours], capture_output=True, text=True, check=True).stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 4:
+            symbols[fields[3]] = (int(fields[0], 16), int(fields[1], 16))
+    index_addr, index_size = symbols[KINDEX]
+    hot_kib = (index_addr - hot[0] + 4096) / 1024  # what a small program reads: up to kIndex's first page
+    print(f"hot read-only data: {hot_kib:.1f} KiB at +{hot[0] - rodata_vaddr:#x} of its segment, kIndex last "
+          f"({index_size // 1024} KiB); small .bss {sections['.bss'][1] / 1024:.1f} KiB after "
+          f"{large[1] // 1024} KiB of big globals")
+    if hot[0] != rodata_vaddr or hot_kib > MAX_HOT_RODATA_KIB or not 0 <= hot[0] + hot[1] - (index_addr + index_size) < 64:
+        print(f"FAIL: .rodata.tcm_hot must start the read-only segment, end with kIndex, and hold at most "
+              f"{MAX_HOT_RODATA_KIB} KiB before kIndex's second page")
+        ok = False
+    if sections[".bss"][1] > MAX_SMALL_BSS_KIB * 1024:
+        print(f"FAIL: .bss {sections['.bss'][1] // 1024} KiB > {MAX_SMALL_BSS_KIB}: a big zero-initialised global "
+              f"belongs in .bss.tcm_large (src/CMakeLists.txt), so that the small ones share a few pages")
+        ok = False
+    rodata = min(m["lib_rodata_rss_kib"] for m in runs)
+    print(f"read-only data resident with the library cached: {rodata} KiB (bound {MAX_RODATA_RSS_KIB})")
+    if rodata > MAX_RODATA_RSS_KIB:
+        print("FAIL: the start-up read data outside .rodata.tcm_hot's first pages (a table or string that "
+              "src/CMakeLists.txt's script does not place there, or kIndex read beyond small sizes)")
         ok = False
     return ok
 
