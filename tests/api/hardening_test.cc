@@ -33,9 +33,10 @@ void NoCoreDump() {
 }
 
 // Guarded sampling catches some of the same misuse on its own pages, with its own message. A
-// sample lands wherever the byte countdown inherited from the parent (and the guarded rate's
-// time bound) puts it, so a death-test child could take a guarded block where the test means
-// a span's object: the checks under test here are the spans', so guarded sampling is off.
+// sample lands wherever the byte countdown (and the guarded rate's time bound) puts it, so a
+// death-test child could take a guarded block where the test means a span's object (CI saw
+// it once: a 3000-byte block's double free reported as the guarded path's). The checks under
+// test here are the spans', so guarded sampling is off.
 [[maybe_unused]] const bool kGuardedSamplingOff =
     MallocExtension_SetNumericProperty("tcmalloc.guarded_sample_rate", 0) != 0;
 
