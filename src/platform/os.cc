@@ -1,6 +1,8 @@
 // Syscall wrappers. Uses raw syscalls where glibc's wrapper could allocate or take locks.
 #include "platform/os.h"
 
+#include "platform/vdso.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -11,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -182,9 +185,36 @@ void FutexWake(std::atomic<int>* word, int count) {
 
 void Yield() { sched_yield(); }
 
+namespace {
+
+int FindClockThenRead(clockid_t id, struct timespec* ts);
+
+// Starts at the finder, so the first read looks up the vDSO's clock_gettime (vdso.h says
+// why) and every later one calls it directly. Threads racing the first read store the same
+// value; relaxed is enough, as either value reads the clock.
+constinit std::atomic<vdso::ClockGettimeFn> g_clock_gettime{FindClockThenRead};
+
+int FindClockThenRead(clockid_t id, struct timespec* ts) {
+  const vdso::ClockGettimeFn fn = ChooseClockGettime(vdso::ProcessImage());
+  g_clock_gettime.store(fn, std::memory_order_relaxed);
+  return fn(id, ts);
+}
+
+}  // namespace
+
+vdso::ClockGettimeFn ChooseClockGettime(const void* vdso_image) {
+  const vdso::ClockGettimeFn fn = vdso::FindClockGettime(vdso_image);
+  return fn != nullptr ? fn : &clock_gettime;
+}
+
+bool CoarseClockReadsVdso() {
+  MonotonicCoarseNs();
+  return g_clock_gettime.load(std::memory_order_relaxed) != &clock_gettime;
+}
+
 uint64_t MonotonicCoarseNs() {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  g_clock_gettime.load(std::memory_order_relaxed)(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 

@@ -3,6 +3,8 @@
 #ifndef TCMALLOC_PLATFORM_OS_H_
 #define TCMALLOC_PLATFORM_OS_H_
 
+#include "platform/vdso.h"
+
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -113,8 +115,14 @@ size_t FileSystemBlockSize(int fd);
 // Size of fd if it is a regular file, 0 otherwise (devices).
 size_t FileSizeIfRegular(int fd);
 
-// Monotonic time in ns from the coarse clock (vDSO: no syscall, ~4 ms resolution).
+// Monotonic time in ns from the coarse clock (vDSO: no syscall, ~4 ms resolution). It calls
+// the vDSO's clock_gettime itself, not libc's (platform/vdso.h says why), where there is one.
 uint64_t MonotonicCoarseNs();
+// The clock_gettime MonotonicCoarseNs uses with this vDSO image: the image's own, or libc's
+// when the image is null or has none (valgrind).
+vdso::ClockGettimeFn ChooseClockGettime(const void* vdso_image);
+// Whether MonotonicCoarseNs reads the clock through the vDSO directly (after a first read).
+bool CoarseClockReadsVdso();
 void SleepNs(uint64_t ns);
 
 }  // namespace tcm::os

@@ -7,7 +7,8 @@
 // `pair_loop N calloc`: N calloc(4, 8)+free pairs: calloc's own cost over malloc's.
 //
 // The clock stands still for the allocator: this program's clock_gettime interposes libc's
-// for the library (which calls it by its dynamic symbol). The maintenance passes run every
+// for the library, which calls libc's by its dynamic symbol where the process has no vDSO,
+// as under valgrind (with one, it calls the vDSO's own: platform/vdso.h). The maintenance passes run every
 // 100 ms of the clock, so with a clock that moves their number follows how fast valgrind
 // runs the loop, and a loaded machine counted 0.1 more a pair (60.31 alone, 60.40 beside
 // another test) from the passes and the refills after them. Frozen, the first tick runs
