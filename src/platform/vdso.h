@@ -3,8 +3,8 @@
 // Why: the coarse clock is read on every housekeeping tick. Going through libc's
 // clock_gettime costs nothing in time, but its code lies in a 64 KiB fault-around window of
 // libc's text that a program using glibc's malloc never touches (Debian 12's glibc: the
-// library's 64 MiB mapping is 2 MiB-aligned, which puts libc just below it at one fixed
-// phase), so every process paid 64 KiB of resident text for it. The vDSO's own
+// library's 68 MiB mapping is 2 MiB-aligned, which puts libc just below it at one fixed
+// place), so every process paid 64 KiB of resident text for it. The vDSO's own
 // __vdso_clock_gettime is the function libc calls anyway.
 //
 // The image is the vDSO's ELF header (getauxval(AT_SYSINFO_EHDR)); the look-up reads its
@@ -28,7 +28,9 @@ const void* ProcessImage();
 
 using ClockGettimeFn = int (*)(clockid_t, struct timespec*);
 
-// The vDSO's clock_gettime in `image`, or nullptr.
+// The vDSO's clock_gettime in `image`, or nullptr. It returns 0, or -errno where libc's
+// would return -1 and set errno (a clock the vDSO passes to the kernel and the kernel
+// refuses); the coarse monotonic clock never fails.
 ClockGettimeFn FindClockGettime(const void* image);
 
 }  // namespace tcm::vdso
