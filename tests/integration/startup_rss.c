@@ -10,8 +10,11 @@
  *   lib_text_addr     where the library's executable mapping starts (decimal), and
  *   lib_text_rss_kib  its resident pages: with the file in the page cache, the kernel's
  *                     64 KiB fault-around windows that the code which ran falls in
- *   lib_rodata_rss_kib  resident pages of the read-only mapping after the text (tables,
- *                     strings, unwind tables): likewise the windows of what was read
+ *   lib_head_rss_kib  resident pages of the read-only mapping before the text (ELF headers,
+ *                     dynamic symbols and relocations, then the tables and strings a small
+ *                     program reads): likewise the windows of what was read
+ *   lib_rodata_rss_kib  resident pages of the read-only mapping after the text (the other
+ *                     read-only data, unwind tables)
  *   libc_text_addr    where libc's executable mapping starts (decimal), and
  *   libc_text_rss_kib its resident pages: the windows of libc's code that ran
  * startup_rss_test.py runs it with and without our library preloaded. */
@@ -34,8 +37,10 @@ int main(int argc, char **argv) {
   FILE *f = fopen("/proc/self/smaps", "r");
   if (f == NULL) return 2;
   char line[512];
-  int in_lib = 0, anon = 0, in_libgcc_s = 0, in_lib_text = 0, in_lib_rodata = 0, seen_text = 0, in_libc_text = 0;
-  long lib_rss = 0, lib_dirty = 0, anon_rss = 0, libgcc_s_rss = 0, lib_text_rss = 0, lib_rodata_rss = 0, libc_text_rss = 0, v;
+  int in_lib = 0, anon = 0, in_libgcc_s = 0, in_lib_text = 0, in_lib_head = 0, in_lib_rodata = 0, seen_text = 0,
+      in_libc_text = 0;
+  long lib_rss = 0, lib_dirty = 0, anon_rss = 0, libgcc_s_rss = 0, lib_text_rss = 0, lib_head_rss = 0, lib_rodata_rss = 0,
+       libc_text_rss = 0, v;
   unsigned long lib_text_addr = 0, libc_text_addr = 0;
   while (fgets(line, sizeof line, f) != NULL) {
     unsigned long lo, hi;
@@ -45,7 +50,8 @@ int main(int argc, char **argv) {
       in_lib = strstr(path, lib) != NULL;
       in_lib_text = in_lib && perms[2] == 'x';
       if (in_lib_text) lib_text_addr = lo;
-      /* The first read-only mapping after the text; the one before it holds the headers. */
+      /* The read-only mappings before the text and the first one after it. */
+      in_lib_head = in_lib && seen_text == 0 && perms[0] == 'r' && perms[1] == '-' && perms[2] == '-';
       in_lib_rodata = in_lib && seen_text == 1 && perms[0] == 'r' && perms[1] == '-' && perms[2] == '-';
       if (in_lib_text || in_lib_rodata) ++seen_text;
       in_libgcc_s = strstr(path, "libgcc_s") != NULL;
@@ -57,6 +63,7 @@ int main(int argc, char **argv) {
     if ((v = field_kib(line, "Rss:")) >= 0) {
       if (in_lib) lib_rss += v;
       if (in_lib_text) lib_text_rss += v;
+      if (in_lib_head) lib_head_rss += v;
       if (in_lib_rodata) lib_rodata_rss += v;
       if (anon) anon_rss += v;
       if (in_libgcc_s) libgcc_s_rss += v;
@@ -73,8 +80,8 @@ int main(int argc, char **argv) {
     if ((v = field_kib(line, "VmHWM:")) >= 0) hwm = v;
   fclose(f);
   printf("hwm_kib=%ld lib_rss_kib=%ld lib_dirty_kib=%ld anon_rss_kib=%ld libgcc_s_kib=%ld lib_text_addr=%lu "
-         "lib_text_rss_kib=%ld lib_rodata_rss_kib=%ld libc_text_addr=%lu libc_text_rss_kib=%ld\n",
-         hwm, lib_rss, lib_dirty, anon_rss, libgcc_s_rss, lib_text_addr, lib_text_rss, lib_rodata_rss,
+         "lib_text_rss_kib=%ld lib_head_rss_kib=%ld lib_rodata_rss_kib=%ld libc_text_addr=%lu libc_text_rss_kib=%ld\n",
+         hwm, lib_rss, lib_dirty, anon_rss, libgcc_s_rss, lib_text_addr, lib_text_rss, lib_head_rss, lib_rodata_rss,
          libc_text_addr, libc_text_rss);
   for (int i = 0; i < 8; ++i) free(keep[i]);
   return 0;
