@@ -221,6 +221,12 @@ uint32_t CpuCache::FetchCount(int cpu, size_t cl, uint32_t batch) {
 void* CpuCache::AllocateMiss(size_t cl) {
   const uint32_t batch = static_cast<uint32_t>(SizeMap::NumToMove(cl));
   const int cpu = CallerCpu();
+  // The class's first miss on this CPU (no capacity yet) takes the caller's object alone:
+  // a class a program allocates once and keeps (start-up's tables, stdio's FILE and
+  // buffer) then writes no slot, and each class's slots lie on a page of their own (a
+  // trivial program touched ten such pages). The capacity still grows, so the next free
+  // or miss of the class caches as before.
+  const bool first = cpu >= 0 && ClassCapacity(cpu, cl) == 0;
   if (cpu >= 0) MaybeGrow(cpu, cl, batch, true);
   // Keep the first object for the caller and cache the rest on whatever CPU we run on now,
   // in one critical section; what does not fit goes back. Objects move between this cache
@@ -228,7 +234,7 @@ void* CpuCache::AllocateMiss(size_t cl) {
   // (the heap checker scans conservatively).
   void* got_items[kMaxTransferBatch];
   const int got = Central(cpu, cl).RemoveBatch(
-      got_items, cpu >= 0 ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
+      got_items, cpu >= 0 && !first ? static_cast<int>(FetchCount(cpu, cl, batch)) : 1);
   if (got == 0) return nullptr;
   void* const start = got_items[0];
   void** const items = got_items + 1;
@@ -459,7 +465,8 @@ size_t CpuCache::CpuCapacityBytes(int cpu) const {
 }
 
 size_t CpuCache::ClassCapacity(int cpu, size_t cl) const {
-  if (!active() || !meta(cpu).initialized) return 0;
+  // Racy by design (AllocateMiss asks before taking the CPU's lock): atomic loads.
+  if (!active() || !__atomic_load_n(&meta(cpu).initialized, __ATOMIC_ACQUIRE)) return 0;
   const uint16_t end = __atomic_load_n(&Header(cpu, cl)->end, __ATOMIC_RELAXED);
   return end > begin_[cl] ? end - begin_[cl] : 0;
 }

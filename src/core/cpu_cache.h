@@ -15,7 +15,8 @@
 // grows its capacity while the CPU's byte budget allows (slots x object size over all
 // classes <= max_bytes_per_cpu): doubling up to one batch (slow start, so a class used a
 // few times costs a few objects), then by one batch; a malloc miss fetches only what the
-// capacity has room for. Maintenance (Maintain) takes half the spare capacity and half the
+// capacity has room for, and a class's first one on a CPU only the caller's object (each
+// class's slots start on a page of their own, which a block allocated once need not touch). Maintenance (Maintain) takes half the spare capacity and half the
 // cached objects back from classes that did not miss for a resize interval (they never
 // needed their lower half: the design's low-water scavenging), and drains a CPU whose
 // threads did not reach a slow path for kIdleNs back to the central lists.
@@ -207,7 +208,8 @@ class CpuCache {
       f(__atomic_load_n(&slots[i], __ATOMIC_RELAXED));
   }
   uint64_t drains() const { return drains_.load(std::memory_order_relaxed); }
-  // Slots class cl may hold on cpu (its capacity; racy read, for tests and statistics).
+  // Slots class cl may hold on cpu (its capacity; racy read: statistics, tests, and
+  // AllocateMiss, whose first miss of a class caches nothing).
   size_t ClassCapacity(int cpu, size_t cl) const;
   size_t max_bytes_per_cpu() const { return max_bytes_.load(std::memory_order_relaxed); }
   void set_max_bytes_per_cpu(size_t bytes) { max_bytes_.store(bytes, std::memory_order_relaxed); }

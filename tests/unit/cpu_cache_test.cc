@@ -200,6 +200,25 @@ TEST_F(CpuCacheTest, EmptyCacheMissesThenHits) {
   EXPECT_LE(cache_->TotalBytes(), 2 * kDefaultMaxPerCpuCacheBytes * static_cast<size_t>(cache_->num_cpus()));
 }
 
+// A class's first miss on a CPU hands out the caller's object and caches nothing (its slots
+// are a page of their own that a block allocated once and kept would make resident); the
+// capacity grows all the same, so the second miss refills as the slow start says.
+TEST_F(CpuCacheTest, AClassFirstMissCachesNothing) {
+  ASSERT_TRUE(os::PinToCpu(0));
+  const size_t cl = SizeMap::ClassIndex(2048);
+  void* first = Alloc(cl);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(cache_->ClassCapacity(0, cl), 1u);
+  EXPECT_EQ(cache_->ClassObjects(cl), 0u);
+  void* second = Alloc(cl);  // the slab is empty: a miss, now with room to refill
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(cache_->ClassCapacity(0, cl), 2u);
+  EXPECT_EQ(cache_->ClassObjects(cl), 2u);
+  Free(cl, second);
+  Free(cl, first);
+  UnpinDrainAndVerify(cl);
+}
+
 TEST_F(CpuCacheTest, ObjectsComeBackOnce) {
   const size_t cl = SizeMap::ClassIndex(48);
   std::vector<void*> got;
