@@ -134,14 +134,14 @@ def callgrind_seed(cmds, lib, env):
     return sorted(counts, key=lambda n: (-counts[n], n))
 
 
-def faults_outside(cmds, lib, env, name):
-    """Functions whose instruction fetches faulted in the text past section `name`
+def faults_outside(cmds, lib, env, section_name):
+    """Functions whose instruction fetches faulted in the text past section `section_name`
     (.text.tcm_startup or .text.tcm_hot), running cmds."""
-    sec = section(lib, name)
-    first = section(lib, ".text.tcm_startup")
+    sec = section(lib, section_name)
     text = section(lib, ".text")
-    if sec is None or first is None or text is None:
-        raise SystemExit(f"{lib}: no {name} section (built without src/startup_text.txt and src/hot_text.txt?)")
+    if sec is None or text is None:
+        raise SystemExit(f"{lib}: no {section_name} section "
+                         "(built without src/startup_text.txt and src/hot_text.txt?)")
     funcs = functions_by_address(lib)
     found = collections.OrderedDict()
     with tempfile.TemporaryDirectory() as tmp:
