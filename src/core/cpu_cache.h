@@ -16,7 +16,8 @@
 // classes <= max_bytes_per_cpu): doubling up to one batch (slow start, so a class used a
 // few times costs a few objects), then by one batch; a malloc miss fetches only what the
 // capacity has room for, and a class's first one on a CPU only the caller's object (each
-// class's slots start on a page of their own, which a block allocated once need not touch). Maintenance (Maintain) takes half the spare capacity and half the
+// class's slots start on a page of their own, which a block allocated once need not
+// touch). Maintenance (Maintain) takes half the spare capacity and half the
 // cached objects back from classes that did not miss for a resize interval (they never
 // needed their lower half: the design's low-water scavenging), and drains a CPU whose
 // threads did not reach a slow path for kIdleNs back to the central lists.
